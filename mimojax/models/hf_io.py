@@ -1,0 +1,117 @@
+"""HF model directories: config.json + (sharded) safetensors in, the same out."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+
+import numpy as np
+from jax.sharding import Mesh
+from safetensors import safe_open, serialize_file
+
+from mimojax.models.config import ModelConfig, config_from_hf, config_to_hf
+from mimojax.models.decoder import Decoder
+from mimojax.models.hf_mapping import WeightLoadError
+from mimojax.models.weights import build_model, export_tensors
+
+_MAX_SHARD_BYTES = 2 * 1024**3
+
+
+_ST_DTYPES = {"float32": "F32", "bfloat16": "BF16", "float16": "F16", "float64": "F64"}
+
+
+def save_file(tensors: dict[str, np.ndarray], path: str, metadata: dict) -> None:
+    """safetensors writer that also takes ml_dtypes bfloat16 arrays (safetensors.numpy can't)."""
+    payload = {
+        name: {"dtype": _ST_DTYPES[str(a.dtype)], "shape": list(a.shape), "data": a.tobytes()}
+        for name, a in tensors.items()
+    }
+    serialize_file(payload, path, metadata=metadata)
+
+
+class SafetensorsReader:
+    """Reads tensors by HF name from model.safetensors or a sharded index, one at a time."""
+
+    def __init__(self, model_dir: str):
+        single = os.path.join(model_dir, "model.safetensors")
+        index = os.path.join(model_dir, "model.safetensors.index.json")
+        if os.path.exists(index):
+            with open(index) as f:
+                weight_map = json.load(f)["weight_map"]
+            self.files = {n: os.path.join(model_dir, fn) for n, fn in weight_map.items()}
+        elif os.path.exists(single):
+            with safe_open(single, "np") as f:
+                self.files = {n: single for n in f.keys()}
+        else:
+            raise FileNotFoundError(
+                f"{model_dir}: no model.safetensors or model.safetensors.index.json"
+            )
+        self.model_dir = model_dir
+
+    def __call__(self, name: str) -> np.ndarray:
+        if name not in self.files:
+            raise WeightLoadError(f"{self.model_dir}: checkpoint has no tensor {name!r}")
+        try:
+            with safe_open(self.files[name], "np") as f:
+                return f.get_tensor(name)
+        except TypeError:
+            # numpy has no bfloat16: read through flax, which hands back ml_dtypes arrays.
+            with safe_open(self.files[name], "flax") as f:
+                return np.asarray(f.get_tensor(name))
+
+
+def read_hf_config(model_dir: str, **overrides) -> ModelConfig:
+    """ModelConfig from `model_dir/config.json` (4.x or 5.x rope convention)."""
+    path = os.path.join(model_dir, "config.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{model_dir}: no config.json (is this an HF model directory?)")
+    with open(path) as f:
+        hf = json.load(f)
+    gen_path = os.path.join(model_dir, "generation_config.json")
+    if os.path.exists(gen_path) and "eos_token_id" not in overrides:
+        with open(gen_path) as f:
+            gen_eos = json.load(f).get("eos_token_id")
+        if gen_eos is not None:
+            overrides["eos_token_id"] = gen_eos
+    return config_from_hf(hf, source=path, **overrides)
+
+
+def load_hf_model(
+    model_dir: str, mesh: Mesh | None = None, rules: Mapping | None = None, **overrides
+) -> Decoder:
+    """Loads weights from an HF directory, each tensor placed directly into its sharding."""
+    cfg = read_hf_config(model_dir, **overrides)
+    return build_model(cfg, SafetensorsReader(model_dir), mesh, rules)
+
+
+def save_hf_model(model: Decoder, out_dir: str, max_shard_bytes: int = _MAX_SHARD_BYTES) -> None:
+    """Writes config.json, generation_config.json and (sharded) safetensors transformers loads."""
+    os.makedirs(out_dir, exist_ok=True)
+    cfg = model.config
+    tensors = export_tensors(model)
+    shards: list[dict[str, np.ndarray]] = [{}]
+    size = 0
+    for name, arr in tensors.items():
+        if size and size + arr.nbytes > max_shard_bytes:
+            shards.append({})
+            size = 0
+        shards[-1][name] = arr
+        size += arr.nbytes
+    if len(shards) == 1:
+        save_file(shards[0], os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    else:
+        weight_map = {}
+        for i, shard in enumerate(shards):
+            fn = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+            save_file(shard, os.path.join(out_dir, fn), metadata={"format": "pt"})
+            weight_map.update({n: fn for n in shard})
+        index = {"metadata": {"total_size": sum(a.nbytes for a in tensors.values())}}
+        index["weight_map"] = weight_map
+        with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
+            json.dump(index, f, indent=2)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(config_to_hf(cfg), f, indent=2)
+    gen = {k: getattr(cfg, k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
+    with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
+        json.dump({k: v for k, v in gen.items() if v is not None}, f, indent=2)

@@ -1,0 +1,52 @@
+"""Per-token log-probabilities and entropy, chunked over time so [B, T, V] never exists in f32."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def logprobs_from_hidden(hidden_BxTxE, lm_head_ExV, targets_BxT, temperature=1.0, chunk=128):
+    """log p(targets) and entropy [B, T] from hidden states, `chunk` time steps at a time.
+
+    Each chunk's logits are recomputed in the backward pass (jax.checkpoint), so peak memory is
+    one [B, chunk, V] float32 block in both directions.
+    """
+    b, t, e = hidden_BxTxE.shape
+    chunk = max(1, min(chunk, t))
+    n_chunks = -(-t // chunk)
+    pad = n_chunks * chunk - t
+    hidden_BxTxE = jnp.pad(hidden_BxTxE, ((0, 0), (0, pad), (0, 0)))
+    targets_BxT = jnp.pad(targets_BxT, ((0, 0), (0, pad)))
+    hidden_NxBxCxE = hidden_BxTxE.reshape(b, n_chunks, chunk, e).swapaxes(0, 1)
+    targets_NxBxC = targets_BxT.reshape(b, n_chunks, chunk).swapaxes(0, 1)
+
+    @jax.checkpoint
+    def one_chunk(h_BxCxE, y_BxC):
+        logits_BxCxV = jnp.einsum(
+            "bce,ev->bcv", h_BxCxE, lm_head_ExV, preferred_element_type=jnp.float32
+        )
+        logp_BxCxV = jax.nn.log_softmax(logits_BxCxV / temperature, axis=-1)
+        logp_BxC = jnp.take_along_axis(logp_BxCxV, y_BxC[..., None], axis=-1)[..., 0]
+        entropy_BxC = -jnp.sum(jnp.exp(logp_BxCxV) * logp_BxCxV, axis=-1)
+        return logp_BxC, entropy_BxC
+
+    logp_NxBxC, entropy_NxBxC = jax.lax.map(lambda xs: one_chunk(*xs), (hidden_NxBxCxE, targets_NxBxC))
+    logp_BxT = logp_NxBxC.swapaxes(0, 1).reshape(b, -1)[:, :t]
+    entropy_BxT = entropy_NxBxC.swapaxes(0, 1).reshape(b, -1)[:, :t]
+    return logp_BxT, entropy_BxT
+
+
+def token_logprobs(model, input_ids_BxT, attention_mask=None, temperature=1.0, chunk=128):
+    """logp[b, t] = log p(input_ids[b, t] | input_ids[b, :t]) and the entropy of that
+    distribution; column 0 (no context) is 0. Aligned with the ids so `response_mask_BxT`
+    applies directly."""
+    hidden_BxTxE = model.hidden_states(input_ids_BxT, attention_mask)
+    logp_BxT, entropy_BxT = logprobs_from_hidden(
+        hidden_BxTxE[:, :-1], model.lm_head_weight(), input_ids_BxT[:, 1:], temperature, chunk
+    )
+    zeros_Bx1 = jnp.zeros_like(logp_BxT[:, :1])
+    return (
+        jnp.concatenate([zeros_Bx1, logp_BxT], axis=1),
+        jnp.concatenate([zeros_Bx1, entropy_BxT], axis=1),
+    )

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 
 import numpy as np
 from jax.sharding import Mesh
-from safetensors import safe_open, serialize_file
+from safetensors import safe_open
+from safetensors.numpy import save_file
 
 from mimojax.models.config import ModelConfig, config_from_hf, config_to_hf
 from mimojax.models.decoder import Decoder
@@ -16,18 +17,6 @@ from mimojax.models.hf_mapping import WeightLoadError
 from mimojax.models.weights import build_model, export_tensors
 
 _MAX_SHARD_BYTES = 2 * 1024**3
-
-
-_ST_DTYPES = {"float32": "F32", "bfloat16": "BF16", "float16": "F16", "float64": "F64"}
-
-
-def save_file(tensors: dict[str, np.ndarray], path: str, metadata: dict) -> None:
-    """safetensors writer that also takes ml_dtypes bfloat16 arrays (safetensors.numpy can't)."""
-    payload = {
-        name: {"dtype": _ST_DTYPES[str(a.dtype)], "shape": list(a.shape), "data": a.tobytes()}
-        for name, a in tensors.items()
-    }
-    serialize_file(payload, path, metadata=metadata)
 
 
 class SafetensorsReader:
@@ -52,13 +41,9 @@ class SafetensorsReader:
     def __call__(self, name: str) -> np.ndarray:
         if name not in self.files:
             raise WeightLoadError(f"{self.model_dir}: checkpoint has no tensor {name!r}")
-        try:
-            with safe_open(self.files[name], "np") as f:
-                return f.get_tensor(name)
-        except TypeError:
-            # numpy has no bfloat16: read through flax, which hands back ml_dtypes arrays.
-            with safe_open(self.files[name], "flax") as f:
-                return np.asarray(f.get_tensor(name))
+        # bfloat16 tensors come back as ml_dtypes arrays.
+        with safe_open(self.files[name], "np") as f:
+            return f.get_tensor(name)
 
 
 def read_hf_config(model_dir: str, **overrides) -> ModelConfig:

@@ -1,0 +1,136 @@
+"""Every mimojax knob, with its default; experiment configs start from this one.
+
+Not a run by itself: it names no data. Experiment configs (`configs/grpo_*.py`)
+call `get_config()` here and change what they need. Knob names follow verl
+where verl has one; a comment gives verl's name where ours differs.
+
+Launch: `mimojax info --config configs/base.py` (shows the mesh these defaults build).
+Hardware: any. Time / reward: not applicable.
+"""
+
+from ml_collections import ConfigDict
+from ml_collections.config_dict import placeholder
+
+from mimojax.config import parse_config_args
+
+
+def get_config(arg=None):
+    """Return the locked base config (takes no args)."""
+    parse_config_args(arg, {})
+    cfg = ConfigDict()
+
+    cfg.model = m = ConfigDict()
+    m.name_or_path = "smollm2-135m-instruct"  # registry name, HF dir, or .gguf (verl: model.path)
+    m.dtype = "bfloat16"  # compute dtype: "float32" | "bfloat16"
+    m.param_dtype = "float32"  # dtype of stored weights and optimizer state
+    m.attention_impl = "xla"  # attention kernel; "xla" is the portable reference
+    m.value_head = False  # add a scalar value head (the critic); needed by adv_estimator="gae"
+    m.remat = True  # recompute layer activations in backward (verl: enable_gradient_checkpointing)
+    m.logprob_chunk_size = 1024  # tokens per logits chunk when computing logprobs; 0 = no chunks
+
+    cfg.mesh = mesh = ConfigDict()  # device mesh; axis sizes, -1 = all remaining devices
+    mesh.data = 1  # pure data parallelism (params replicated)
+    mesh.fsdp = -1  # data parallelism with params and optimizer state sharded
+    mesh.tensor = 1  # tensor (model) parallelism inside each layer
+
+    cfg.sharding = sh = ConfigDict()
+    sh.preset = "fsdp"  # logical-axis rules: "fsdp" | "fsdp_tensor"
+    # Per-logical-axis override of the preset's rule (mimojax.sharding.RULES_PRESETS):
+    # None keeps the preset's rule, "" replicates, "fsdp" or "data,fsdp" shards over those axes.
+    sh.overrides = ov = ConfigDict()
+    ov.batch = placeholder(str)  # activation batch
+    ov.vocab = placeholder(str)  # vocabulary (embedding and LM head)
+    ov.embed = placeholder(str)  # hidden size
+    ov.heads = placeholder(str)  # query heads
+    ov.kv_heads = placeholder(str)  # key/value heads
+    ov.head_dim = placeholder(str)  # per-head size
+    ov.mlp = placeholder(str)  # MLP intermediate size
+    ov.layers = placeholder(str)  # stacked-layer axis
+
+    cfg.data = d = ConfigDict()
+    d.train_files = ()  # training prompt files (verl: data.train_files)
+    d.eval_files = ()  # evaluation prompt files (verl: data.val_files)
+    d.prompt_key = "prompt"  # field of each record that holds the prompt
+    d.max_prompt_length = 512  # prompt tokens at most (verl: data.max_prompt_length)
+    d.shuffle = True  # shuffle training prompts each epoch
+    d.seed = 0  # shuffle seed
+    d.batch_size = 32  # prompts per RL step (verl: data.train_batch_size)
+
+    cfg.rollout = r = ConfigDict()  # (verl: actor_rollout_ref.rollout)
+    r.n = 8  # samples per prompt
+    r.temperature = 1.0  # 0 = greedy
+    r.top_p = 1.0  # nucleus sampling; 1.0 = off
+    r.top_k = -1  # top-k sampling; -1 or 0 = off
+    r.max_new_tokens = 1024  # response tokens at most (verl: data.max_response_length)
+    r.max_concurrent_decodes = 256  # sequences decoded at once (verl: rollout.max_num_seqs)
+    r.stop_token_ids = ()  # extra ids that end a response, besides the tokenizer's EOS ids
+
+    cfg.algorithm = a = ConfigDict()
+    a.adv_estimator = "grpo"  # advantage estimator name (verl: algorithm.adv_estimator)
+    a.policy_loss = "vanilla"  # policy loss name (verl: actor.policy_loss.loss_mode)
+    a.loss_agg_mode = "token-mean"  # token losses to a scalar (verl: actor.loss_agg_mode)
+    a.clip_ratio_low = 0.2  # PPO ratio clipped below at 1 - this (verl: actor.clip_ratio_low)
+    a.clip_ratio_high = 0.2  # PPO ratio clipped above at 1 + this (verl: actor.clip_ratio_high)
+    a.clip_ratio_c = 3.0  # dual-clip bound for negative advantages (verl: actor.clip_ratio_c)
+    a.gamma = 1.0  # discount (GAE and returns)
+    a.lam = 1.0  # GAE lambda
+    a.norm_adv_by_std_in_grpo = True  # divide GRPO advantages by the group std (False: Dr.GRPO)
+    a.use_kl_loss = False  # KL(actor || reference) as a loss term (verl: actor.use_kl_loss)
+    a.kl_loss_coef = 0.001  # its weight (verl: actor.kl_loss_coef)
+    a.kl_loss_type = "k3"  # KL estimator: k1 | k2 | k3 (verl: actor.kl_loss_type, low_var_kl)
+    a.use_kl_in_reward = False  # KL penalty folded into the reward instead; not with use_kl_loss
+    a.kl_ctrl = kc = ConfigDict()  # in-reward KL coefficient control (verl: algorithm.kl_ctrl)
+    kc.type = "fixed"  # "fixed" | "adaptive"
+    kc.kl_coef = 0.001  # initial / fixed coefficient
+    kc.target_kl = 0.1  # adaptive: KL the controller steers towards
+    kc.horizon = 10000  # adaptive: steps over which it adapts
+    a.entropy_coeff = 0.0  # entropy bonus weight (verl: actor.entropy_coeff)
+    # Correcting for the engine's sampling distribution differing from the trainer's
+    # (stale policy, numerics). Names follow verl's algorithm.rollout_correction.
+    a.rollout_correction = rc = ConfigDict()
+    rc.rollout_is = placeholder(str)  # importance weights: None | "token" | "sequence"
+    rc.rollout_is_threshold = 2.0  # truncate importance weights above this
+    rc.rollout_is_batch_normalize = False  # rescale importance weights to mean 1 per batch
+    rc.rollout_rs = placeholder(str)  # rejection sampling mode; None = off
+    rc.rollout_rs_threshold = placeholder(float)  # reject samples whose ratio exceeds this
+    rc.rollout_rs_threshold_lower = placeholder(float)  # ... or falls below this
+    rc.rollout_token_veto_threshold = placeholder(float)  # drop sequences with a token below
+    rc.bypass_mode = False  # use the engine's logprobs as PPO old logprobs (no recompute)
+
+    cfg.optimizer = o = ConfigDict()  # (verl: actor.optim)
+    o.name = "adamw"  # optimizer
+    o.lr = 1e-6  # peak learning rate
+    o.betas = (0.9, 0.999)  # Adam betas
+    o.eps = 1e-8  # Adam epsilon
+    o.weight_decay = 0.01  # decoupled weight decay
+    o.warmup_steps = 0  # linear warmup steps (verl: optim.lr_warmup_steps)
+    o.schedule = "constant"  # after warmup: "constant" | "cosine" | "linear" (verl: warmup_style)
+    o.min_lr_ratio = 0.0  # cosine/linear decay floor, as a fraction of lr
+    o.grad_clip = 1.0  # global gradient-norm clip; 0 = off (verl: actor.grad_clip)
+
+    cfg.trainer = t = ConfigDict()
+    t.total_steps = 100  # RL steps (verl: trainer.total_training_steps)
+    t.ppo_epochs = 1  # passes over each rollout batch (verl: actor.ppo_epochs)
+    t.mini_batch_size = 8  # prompts per optimizer update (verl: actor.ppo_mini_batch_size)
+    # Samples (not prompts) per forward/backward pass across all devices; gradients
+    # accumulate over mini_batch_size * rollout.n / micro_batch_size passes.
+    t.micro_batch_size = 16  # (verl: actor.ppo_micro_batch_size, global rather than per GPU)
+    t.eval_every = 0  # steps between evaluations; 0 = never (verl: trainer.test_freq)
+    t.seed = 0  # seed of params init, sampling and dropout RNG streams
+    t.workdir = "runs/default"  # metrics, checkpoints and report (verl: default_local_dir)
+
+    cfg.logging = lg = ConfigDict()
+    lg.jsonl = True  # write metrics to <workdir>/metrics.jsonl
+    lg.wandb = wb = ConfigDict()
+    wb.mode = "offline"  # "online" | "offline" | "disabled"
+    wb.project = "mimojax"  # (verl: trainer.project_name)
+    wb.entity = placeholder(str)  # team or user; None = wandb's default
+    wb.name = placeholder(str)  # run name; None = derived from the config file
+
+    cfg.checkpoint = ck = ConfigDict()
+    ck.every_steps = 50  # steps between checkpoints; 0 = never (verl: trainer.save_freq)
+    ck.keep = 3  # checkpoints kept (verl: trainer.max_actor_ckpt_to_keep)
+    ck.async_save = True  # write checkpoints in the background
+
+    cfg.lock()
+    return cfg

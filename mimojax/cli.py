@@ -1,0 +1,277 @@
+"""The `mimojax` command line: `info` and `generate` (train, eval, ... come with their issues)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import sys
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mimojax.config import ConfigError
+
+DEFAULT_CONFIG = "configs/base.py"
+VERSIONED = (
+    "jax",
+    "jaxlib",
+    "flax",
+    "optax",
+    "orbax-checkpoint",
+    "grain",
+    "transformers",
+    "mimojax",
+)
+
+
+# ---------------------------------------------------------------- argv helpers
+
+
+def split_config_overrides(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Pull `--config.KEY=VALUE` / `--config.KEY VALUE` out of argv; return (rest, overrides)."""
+    rest, overrides = [], []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token.startswith("--config."):
+            body = token[len("--config.") :]
+            if "=" in body:
+                overrides.append(body)
+            elif i + 1 < len(argv):
+                overrides.append(f"{body}={argv[i + 1]}")
+                i += 1
+            else:
+                raise ConfigError(f"{token} needs a value: {token}=VALUE")
+        else:
+            rest.append(token)
+        i += 1
+    return rest, overrides
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser for all subcommands."""
+    parser = argparse.ArgumentParser(
+        prog="mimojax",
+        description="Pure-JAX RL post-training for LLMs.",
+        epilog="Config overrides: --config configs/X.py[:args] --config.KEY=VALUE ...",
+        allow_abbrev=False,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    info = sub.add_parser(
+        "info",
+        help="devices, the mesh a config builds, library versions",
+        allow_abbrev=False,
+    )
+    info.add_argument(
+        "--config",
+        default=None,
+        metavar="PATH[:ARGS]",
+        help=f"config whose mesh to show (default: {DEFAULT_CONFIG}); --config.KEY=VALUE overrides",
+    )
+    info.set_defaults(func=cmd_info, takes_config=True)
+
+    gen = sub.add_parser("generate", help="sample answers to prompts", allow_abbrev=False)
+    gen.add_argument(
+        "--model",
+        default="smollm2-135m-instruct",
+        metavar="NAME_OR_PATH",
+        help="registry name, HF model dir or .gguf file (default: %(default)s)",
+    )
+    gen.add_argument(
+        "--prompt",
+        action="append",
+        required=True,
+        metavar="TEXT",
+        help="a prompt; repeat for several",
+    )
+    gen.add_argument("--max-new-tokens", type=_positive_int, default=64)
+    gen.add_argument(
+        "--temperature", type=_non_negative_float, default=0.0, help="0 = greedy (default)"
+    )
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument(
+        "--no-chat-template",
+        action="store_true",
+        help="feed the raw prompt text instead of a chat-formatted user turn",
+    )
+    gen.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    gen.set_defaults(func=cmd_generate, takes_config=False)
+    return parser
+
+
+# ---------------------------------------------------------------- info
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _load_cli_config(spec: str | None, overrides: Sequence[str]):
+    from mimojax.config import load_config
+
+    return load_config(spec or DEFAULT_CONFIG, overrides)
+
+
+def _describe_mesh(cfg, num_devices: int) -> str:
+    from mimojax.config import resolve_mesh_shape
+
+    shape = resolve_mesh_shape(cfg.mesh, num_devices)  # ConfigError names the mesh keys
+    sizes = " ".join(f"{k}={v}" for k, v in shape.items())
+    try:
+        from mimojax.sharding import make_mesh
+    except ImportError as e:
+        return f"{sizes} (not built: mimojax.sharding unavailable: {e})"
+    mesh = make_mesh(cfg.mesh)
+    built = " ".join(f"{name}={size}" for name, size in mesh.shape.items())
+    return f"{built} over {mesh.devices.size} devices"
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """Print devices, the config's mesh and validation, and library versions."""
+    import jax
+
+    from mimojax.config import validate
+
+    devices = jax.devices()
+    kinds = Counter(d.device_kind for d in devices)
+    print(f"platform: {jax.default_backend()}")
+    print(f"device_count: {jax.device_count()}")
+    print(f"local_device_count: {jax.local_device_count()}")
+    print(f"process: {jax.process_index()} of {jax.process_count()}")
+    print("device_kinds: " + ", ".join(f"{k} x{n}" for k, n in kinds.items()))
+
+    status = 0
+    spec = args.config or DEFAULT_CONFIG
+    try:
+        cfg = _load_cli_config(args.config, args.overrides)
+        print(f"config: {spec}")
+        print(f"mesh: {_describe_mesh(cfg, jax.device_count())}")
+        validate(cfg, jax.device_count())
+        print("config check: ok")
+    except ConfigError as e:
+        print(f"config {spec}: {e}", file=sys.stderr)
+        status = 1
+
+    print("versions:")
+    for dist in VERSIONED:
+        print(f"  {dist}: {_version(dist)}")
+    return status
+
+
+# ---------------------------------------------------------------- generate
+
+
+def _as_id_list(encoded: Any) -> list[int]:
+    """Token ids from whatever a tokenizer returned: list, batch of one, dict or array."""
+    if isinstance(encoded, Mapping) or hasattr(encoded, "input_ids"):
+        encoded = encoded["input_ids"]
+    if hasattr(encoded, "tolist"):
+        encoded = encoded.tolist()
+    encoded = list(encoded)
+    if encoded and isinstance(encoded[0], (list, tuple)):
+        if len(encoded) != 1:
+            raise ValueError(f"expected one sequence of token ids, got {len(encoded)}")
+        encoded = list(encoded[0])
+    return [int(i) for i in encoded]
+
+
+def encode_prompt(tokenizer: Any, prompt: str, chat_template: bool = True) -> list[int]:
+    """Prompt token ids, as one chat-formatted user turn unless chat_template is False."""
+    if chat_template:
+        messages = [{"role": "user", "content": prompt}]
+        try:
+            encoded = tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=True
+            )
+        except (AttributeError, ValueError) as e:
+            # Base models have no template; a raw prompt is the honest fallback.
+            print(f"warning: no chat template ({e}); using the raw prompt", file=sys.stderr)
+        else:
+            return _as_id_list(encoded)
+    return _as_id_list(tokenizer.encode(prompt))
+
+
+def eos_token_ids(tokenizer: Any) -> list[int]:
+    """The tokenizer's EOS id(s) plus any the model's generation config adds."""
+    ids: list[int] = []
+    for source in (
+        getattr(tokenizer, "eos_token_id", None),
+        getattr(tokenizer, "mimojax_eos_token_ids", None),
+    ):
+        if source is None:
+            continue
+        for i in [source] if isinstance(source, int) else source:
+            if int(i) not in ids:
+                ids.append(int(i))
+    return ids
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    """Load a model, sample an answer to each prompt and print it."""
+    from mimojax.models import load_model
+    from mimojax.models.sampling import generate_tokens
+
+    model, tokenizer = load_model(args.model, dtype=args.dtype)
+    prompt_ids = [
+        encode_prompt(tokenizer, p, chat_template=not args.no_chat_template) for p in args.prompt
+    ]
+    new_ids = generate_tokens(
+        model,
+        prompt_ids,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        seed=args.seed,
+        eos_token_ids=eos_token_ids(tokenizer),
+    )
+    several = len(args.prompt) > 1
+    for i, (prompt, ids) in enumerate(zip(args.prompt, new_ids, strict=True)):
+        if several:
+            print(f"### [{i}] {prompt}")
+        print(tokenizer.decode(list(ids), skip_special_tokens=True))
+        if several:
+            print()
+    return 0
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `mimojax` command; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        rest, overrides = split_config_overrides(argv)
+    except ConfigError as e:
+        parser.error(str(e))
+    args = parser.parse_args(rest)
+    if overrides and not args.takes_config:
+        parser.error(f"'{args.command}' takes no --config overrides, got --config.{overrides[0]}")
+    args.overrides = overrides
+    try:
+        return args.func(args)
+    except ConfigError as e:
+        print(f"mimojax {args.command}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""Up-front consistency checks for a loaded config; `mimojax.config.validate` calls this."""
+
+from __future__ import annotations
+
+import math
+
+from ml_collections import ConfigDict
+
+from mimojax.config import ConfigError
+
+DTYPES = ("float32", "bfloat16")
+MESH_AXES = ("data", "fsdp", "tensor")
+# Estimators whose baseline comes from the other samples of the same prompt.
+GROUP_ESTIMATORS = (
+    "grpo",
+    "grpo_passk",
+    "grpo_vectorized",
+    "rloo",
+    "rloo_vectorized",
+    "opo",
+    "gpg",
+    "gdpo",
+    "reinforce_plus_plus_baseline",
+)
+LR_SCHEDULES = ("constant", "cosine", "linear")
+KL_CTRL_TYPES = ("fixed", "adaptive")
+ROLLOUT_IS_LEVELS = (None, "token", "sequence")
+WANDB_MODES = ("online", "offline", "disabled")
+
+
+def resolve_mesh_shape(mesh_cfg: ConfigDict, num_devices: int) -> dict[str, int]:
+    """Mesh axis sizes {data, fsdp, tensor} for `num_devices`, filling in the one -1 axis."""
+    sizes = {axis: mesh_cfg[axis] for axis in MESH_AXES}
+    bad = [f"mesh.{a}" for a, v in sizes.items() if not isinstance(v, int) or (v < 1 and v != -1)]
+    if bad:
+        raise ConfigError(f"{', '.join(bad)}: mesh axis sizes must be >= 1, or -1 for the rest")
+    free = [a for a, v in sizes.items() if v == -1]
+    if len(free) > 1:
+        names = ", ".join(f"mesh.{a}" for a in free)
+        raise ConfigError(f"{names}: at most one mesh axis may be -1")
+    fixed = math.prod(v for v in sizes.values() if v != -1)
+    names = " * ".join(f"mesh.{a}" for a, v in sizes.items() if v != -1)
+    if free:
+        if num_devices % fixed:
+            raise ConfigError(
+                f"{names} = {fixed} does not divide the {num_devices} devices "
+                f"(mesh.{free[0]} = -1 takes the rest)"
+            )
+        sizes[free[0]] = num_devices // fixed
+    elif fixed != num_devices:
+        raise ConfigError(f"{names} = {fixed}, but there are {num_devices} devices")
+    return sizes
+
+
+def _check_mesh_and_batch(cfg: ConfigDict, num_devices: int, bad) -> None:
+    data, rollout, trainer = cfg.data, cfg.rollout, cfg.trainer
+    counts = {
+        "data.batch_size": data.batch_size,
+        "rollout.n": rollout.n,
+        "trainer.mini_batch_size": trainer.mini_batch_size,
+        "trainer.micro_batch_size": trainer.micro_batch_size,
+        "trainer.ppo_epochs": trainer.ppo_epochs,
+        "trainer.total_steps": trainer.total_steps,
+    }
+    for key, value in counts.items():
+        if value < 1:
+            bad(f"{key}: must be >= 1, got {value}")
+    if any(v < 1 for v in counts.values()):
+        return
+
+    samples = data.batch_size * rollout.n
+    if data.batch_size % trainer.mini_batch_size:
+        bad(
+            f"trainer.mini_batch_size: {trainer.mini_batch_size} prompts does not divide "
+            f"data.batch_size = {data.batch_size}"
+        )
+    mini_samples = trainer.mini_batch_size * rollout.n
+    if mini_samples % trainer.micro_batch_size:
+        bad(
+            f"trainer.micro_batch_size: {trainer.micro_batch_size} samples does not divide "
+            f"trainer.mini_batch_size * rollout.n = {trainer.mini_batch_size} * {rollout.n} "
+            f"= {mini_samples} samples"
+        )
+
+    try:
+        sizes = resolve_mesh_shape(cfg.mesh, num_devices)
+    except ConfigError as e:
+        bad(str(e))
+        return
+    dp = sizes["data"] * sizes["fsdp"]
+    dp_desc = (
+        f"{dp} data-parallel devices (mesh.data * mesh.fsdp = {sizes['data']} * {sizes['fsdp']})"
+    )
+    if samples % dp:
+        bad(
+            f"data.batch_size * rollout.n: {data.batch_size} * {rollout.n} = {samples} samples "
+            f"do not split over {dp_desc}"
+        )
+    if trainer.micro_batch_size % dp:
+        bad(
+            f"trainer.micro_batch_size: {trainer.micro_batch_size} samples do not split over "
+            f"{dp_desc}"
+        )
+
+
+def _check_algorithm(cfg: ConfigDict, bad) -> None:
+    algo = cfg.algorithm
+    if algo.adv_estimator in GROUP_ESTIMATORS and cfg.rollout.n < 2:
+        bad(
+            f"rollout.n: algorithm.adv_estimator = '{algo.adv_estimator}' compares samples "
+            f"of the same prompt and needs rollout.n >= 2, got {cfg.rollout.n}"
+        )
+    if algo.adv_estimator == "gae" and not cfg.model.value_head:
+        bad("model.value_head: algorithm.adv_estimator = 'gae' needs a critic; set it True")
+    if not 0.0 <= algo.clip_ratio_low < 1.0:
+        bad(f"algorithm.clip_ratio_low: must be in [0, 1), got {algo.clip_ratio_low}")
+    if algo.clip_ratio_high < 0.0:
+        bad(f"algorithm.clip_ratio_high: must be >= 0, got {algo.clip_ratio_high}")
+    if algo.clip_ratio_c <= 1.0:
+        bad(f"algorithm.clip_ratio_c: dual-clip bound must be > 1, got {algo.clip_ratio_c}")
+    if not 0.0 <= algo.gamma <= 1.0:
+        bad(f"algorithm.gamma: must be in [0, 1], got {algo.gamma}")
+    if not 0.0 <= algo.lam <= 1.0:
+        bad(f"algorithm.lam: must be in [0, 1], got {algo.lam}")
+    if algo.use_kl_loss and algo.use_kl_in_reward:
+        bad(
+            "algorithm.use_kl_loss, algorithm.use_kl_in_reward: both on would apply the KL "
+            "penalty twice; choose one (as verl does)"
+        )
+    if algo.kl_ctrl.type not in KL_CTRL_TYPES:
+        bad(f"algorithm.kl_ctrl.type: '{algo.kl_ctrl.type}' is not one of {KL_CTRL_TYPES}")
+    rc = algo.rollout_correction
+    if rc.rollout_is not in ROLLOUT_IS_LEVELS:
+        bad(
+            f"algorithm.rollout_correction.rollout_is: '{rc.rollout_is}' is not one of "
+            "None, 'token', 'sequence'"
+        )
+
+
+def _check_rollout(cfg: ConfigDict, bad) -> None:
+    r = cfg.rollout
+    if r.temperature < 0.0:
+        bad(f"rollout.temperature: must be >= 0 (0 = greedy), got {r.temperature}")
+    if not 0.0 < r.top_p <= 1.0:
+        bad(f"rollout.top_p: must be in (0, 1], got {r.top_p}")
+    if r.top_k < -1:
+        bad(f"rollout.top_k: must be >= 1, or 0 / -1 to disable, got {r.top_k}")
+    if r.max_new_tokens < 1:
+        bad(f"rollout.max_new_tokens: must be >= 1, got {r.max_new_tokens}")
+    if r.max_concurrent_decodes < 1:
+        bad(f"rollout.max_concurrent_decodes: must be >= 1, got {r.max_concurrent_decodes}")
+    if cfg.data.max_prompt_length < 1:
+        bad(f"data.max_prompt_length: must be >= 1, got {cfg.data.max_prompt_length}")
+
+
+def _check_model_and_sharding(cfg: ConfigDict, bad) -> None:
+    for key in ("dtype", "param_dtype"):
+        if cfg.model[key] not in DTYPES:
+            bad(f"model.{key}: '{cfg.model[key]}' is not one of {DTYPES}")
+    if cfg.model.logprob_chunk_size < 0:
+        bad(f"model.logprob_chunk_size: must be >= 0, got {cfg.model.logprob_chunk_size}")
+    from mimojax.sharding import RULES_PRESETS
+
+    if cfg.sharding.preset not in RULES_PRESETS:
+        bad(f"sharding.preset: '{cfg.sharding.preset}' is not one of {tuple(RULES_PRESETS)}")
+    for name, axes in cfg.sharding.overrides.items():
+        if axes is None or axes == "":
+            continue
+        unknown = [a.strip() for a in axes.split(",") if a.strip() not in MESH_AXES]
+        if unknown:
+            bad(f"sharding.overrides.{name}: {unknown} in '{axes}' are not mesh axes {MESH_AXES}")
+
+
+def _check_optimizer_and_io(cfg: ConfigDict, bad) -> None:
+    opt = cfg.optimizer
+    if opt.lr < 0.0:
+        bad(f"optimizer.lr: must be >= 0, got {opt.lr}")
+    if len(opt.betas) != 2 or not all(0.0 <= b < 1.0 for b in opt.betas):
+        bad(f"optimizer.betas: must be two values in [0, 1), got {opt.betas}")
+    if opt.schedule not in LR_SCHEDULES:
+        bad(f"optimizer.schedule: '{opt.schedule}' is not one of {LR_SCHEDULES}")
+    if opt.warmup_steps < 0:
+        bad(f"optimizer.warmup_steps: must be >= 0, got {opt.warmup_steps}")
+    if opt.grad_clip < 0.0:
+        bad(f"optimizer.grad_clip: must be >= 0 (0 = off), got {opt.grad_clip}")
+    if cfg.logging.wandb.mode not in WANDB_MODES:
+        bad(f"logging.wandb.mode: '{cfg.logging.wandb.mode}' is not one of {WANDB_MODES}")
+    if cfg.checkpoint.every_steps < 0:
+        bad(f"checkpoint.every_steps: must be >= 0 (0 = never), got {cfg.checkpoint.every_steps}")
+    if cfg.checkpoint.keep < 1:
+        bad(f"checkpoint.keep: must be >= 1, got {cfg.checkpoint.keep}")
+
+
+def validate_config(cfg: ConfigDict, num_devices: int | None = None) -> ConfigDict:
+    """Raise one ConfigError listing every inconsistency in `cfg`; return `cfg` if none."""
+    if num_devices is None:
+        import jax
+
+        num_devices = jax.device_count()
+    problems: list[str] = []
+    _check_mesh_and_batch(cfg, num_devices, problems.append)
+    _check_algorithm(cfg, problems.append)
+    _check_rollout(cfg, problems.append)
+    _check_model_and_sharding(cfg, problems.append)
+    _check_optimizer_and_io(cfg, problems.append)
+    if problems:
+        lines = "\n".join(f"  {p}" for p in problems)
+        count = f"{len(problems)} problem" + ("s" if len(problems) > 1 else "")
+        raise ConfigError(f"invalid config ({count}):\n{lines}")
+    return cfg

@@ -1,0 +1,133 @@
+"""The `mimojax` command line: info in a subprocess, generate's parsing and wiring (fake model)."""
+
+import re
+import subprocess
+import sys
+import types
+
+import pytest
+
+from mimojax import cli
+
+
+def run_cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "mimojax.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_info_prints_devices_mesh_and_versions():
+    import jax
+
+    proc = run_cli("info")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert f"device_count: {jax.device_count()}" in out
+    assert re.search(r"^platform: \w+", out, re.M)
+    assert re.search(r"^mesh: data=\d+ fsdp=\d+ tensor=\d+", out, re.M)
+    assert "config check: ok" in out
+    for dist in cli.VERSIONED:
+        assert f"  {dist}: " in out
+
+
+def test_info_reports_bad_override_key():
+    proc = run_cli("info", "--config", "configs/grpo_tiny.py:runlocal", "--config.rollout.nn=8")
+    assert proc.returncode == 1
+    assert "unknown config key 'rollout.nn'; did you mean: rollout.n" in proc.stderr
+
+
+def test_split_config_overrides():
+    rest, overrides = cli.split_config_overrides(
+        ["info", "--config", "c.py:x", "--config.rollout.n=8", "--config.model.dtype", "float32"]
+    )
+    assert rest == ["info", "--config", "c.py:x"]
+    assert overrides == ["rollout.n=8", "model.dtype=float32"]
+
+
+def test_generate_parser_defaults_and_repeats():
+    args = cli.build_parser().parse_args(
+        ["generate", "--model", "tiny-random-llama", "--prompt", "a", "--prompt", "b c"]
+    )
+    assert args.func is cli.cmd_generate
+    assert args.model == "tiny-random-llama"
+    assert args.prompt == ["a", "b c"]
+    assert (args.max_new_tokens, args.temperature, args.seed) == (64, 0.0, 0)
+    assert args.no_chat_template is False and args.dtype == "float32"
+
+
+def test_generate_parser_options():
+    args = cli.build_parser().parse_args(
+        "generate --prompt p --max-new-tokens 8 --temperature 0.7 --seed 3 "
+        "--no-chat-template --dtype bfloat16".split()
+    )
+    assert (args.max_new_tokens, args.temperature, args.seed) == (8, 0.7, 3)
+    assert args.no_chat_template and args.dtype == "bfloat16"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["generate"],  # --prompt is required
+        ["generate", "--prompt", "p", "--temperature", "-1"],
+        ["generate", "--prompt", "p", "--max-new-tokens", "0"],
+        ["generate", "--prompt", "p", "--dtype", "float16"],
+        ["generate", "--prompt", "p", "--config.rollout.n=2"],
+        ["train"],  # arrives with the trainer issue
+    ],
+)
+def test_generate_parser_rejects(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    assert info.value.code == 2
+
+
+class FakeTokenizer:
+    eos_token_id = 2
+    mimojax_eos_token_ids = [2, 7]
+
+    def apply_chat_template(self, messages, add_generation_prompt, tokenize):
+        assert add_generation_prompt and tokenize
+        ids = [1] + [ord(c) for c in messages[0]["content"]] + [9]
+        return {"input_ids": ids, "attention_mask": [1] * len(ids)}  # transformers 5 style
+
+    def encode(self, text):
+        return [ord(c) for c in text]
+
+    def decode(self, ids, skip_special_tokens):
+        return "".join(chr(i) for i in ids)
+
+
+def test_encode_prompt_and_eos_ids():
+    tok = FakeTokenizer()
+    assert cli.encode_prompt(tok, "hi") == [1, 104, 105, 9]
+    assert cli.encode_prompt(tok, "hi", chat_template=False) == [104, 105]
+    assert cli._as_id_list([[5, 6]]) == [5, 6]
+    assert cli.eos_token_ids(tok) == [2, 7]
+
+
+def test_generate_wiring_with_fake_model(monkeypatch, capsys):
+    import mimojax.models
+
+    calls = {}
+
+    def load_model(name, dtype):
+        calls["load"] = (name, dtype)
+        return "MODEL", FakeTokenizer()
+
+    def generate_tokens(model, prompt_ids, **kw):
+        calls["gen"] = (model, prompt_ids, kw)
+        return [[ord("o"), ord("k")] for _ in prompt_ids]
+
+    monkeypatch.setattr(mimojax.models, "load_model", load_model)
+    sampling = types.ModuleType("mimojax.models.sampling")
+    sampling.generate_tokens = generate_tokens
+    monkeypatch.setitem(sys.modules, "mimojax.models.sampling", sampling)
+
+    code = cli.main(["generate", "--model", "m", "--prompt", "ab", "--prompt", "c", "--seed", "4"])
+    assert code == 0
+    assert calls["load"] == ("m", "float32")
+    model, prompt_ids, kw = calls["gen"]
+    assert model == "MODEL" and prompt_ids == [[1, 97, 98, 9], [1, 99, 9]]
+    assert kw == {"max_new_tokens": 64, "temperature": 0.0, "seed": 4, "eos_token_ids": [2, 7]}
+    out = capsys.readouterr().out
+    assert out.count("ok") == 2 and "### [0] ab" in out

@@ -59,7 +59,9 @@ def mesh_shape(mesh_cfg: Mapping, num_devices: int) -> tuple[int, int, int]:
     sizes = [int(mesh_cfg.get(a, 1)) for a in MESH_AXES]
     free = [i for i, s in enumerate(sizes) if s == -1]
     if len(free) > 1:
-        raise ValueError(f"mesh: only one of {MESH_AXES} may be -1, got {dict(zip(MESH_AXES, sizes))}")
+        raise ValueError(
+            f"mesh: only one of {MESH_AXES} may be -1, got {dict(zip(MESH_AXES, sizes))}"
+        )
     fixed = int(np.prod([s for s in sizes if s != -1]))
     if free:
         if num_devices % fixed:
@@ -93,7 +95,11 @@ def logical_to_spec(axes: Sequence[str | None], shape: Sequence[int], mesh: Mesh
     spec, used = [], set()
     for name, dim in zip(axes, shape):
         mesh_axis = rules.get(name) if name is not None else None
-        flat = () if mesh_axis is None else (mesh_axis if isinstance(mesh_axis, tuple) else (mesh_axis,))
+        flat = (
+            ()
+            if mesh_axis is None
+            else (mesh_axis if isinstance(mesh_axis, tuple) else (mesh_axis,))
+        )
         if not flat or used & set(flat) or dim % _axis_size(mesh, mesh_axis):
             spec.append(None)
             continue

@@ -53,7 +53,8 @@ class ModelConfig:
     def __post_init__(self):
         if self.model_type not in SUPPORTED_MODEL_TYPES:
             raise ModelConfigError(
-                f"unknown model_type {self.model_type!r}; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
+                f"unknown model_type {self.model_type!r}; "
+                f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
             )
         if self.num_heads % self.num_kv_heads:
             raise ModelConfigError(
@@ -94,9 +95,7 @@ def _rope_from_hf(hf: dict) -> tuple[float, RopeScaling]:
         factor=float(params.get("factor", 1.0)),
         low_freq_factor=float(params.get("low_freq_factor", 1.0)),
         high_freq_factor=float(params.get("high_freq_factor", 4.0)),
-        original_max_position_embeddings=int(
-            params.get("original_max_position_embeddings", 8192)
-        ),
+        original_max_position_embeddings=int(params.get("original_max_position_embeddings", 8192)),
     )
     return theta, scaling
 

@@ -190,6 +190,16 @@ class ValueModel(nnx.Module):
         self.value_head = _param(rngs, (cfg.hidden_size,), ("embed",), pd)
         self.value_bias = _param(rngs, (), (), pd, "zeros")
 
+    @classmethod
+    def from_decoder(cls, policy: Decoder, seed: int = 0) -> ValueModel:
+        """A critic whose trunk starts as a copy of `policy` (as verl initialises its critic)."""
+        critic = cls(policy.config, rngs=nnx.Rngs(seed))
+        trunk = nnx.state(policy, nnx.Param)
+        if "lm_head" in trunk:
+            del trunk["lm_head"]
+        nnx.update(critic.backbone, jax.tree.map(jnp.copy, trunk))
+        return critic
+
     def __call__(self, input_ids_BxT, attention_mask=None, positions=None):
         """Per-token values [B, T] in float32."""
         hidden_BxTxE = self.backbone.hidden_states(input_ids_BxT, attention_mask, positions)

@@ -86,11 +86,29 @@ def rules_for(cfg: ModelConfig) -> list[Rule]:
         Rule(("embed",), "model.embed_tokens.weight", lambda c: (V, E), _same, _same),
         Rule(("final_norm",), "model.norm.weight", lambda c: (E,), _same, _same),
         Rule(("layers", "attn_norm"), p + "input_layernorm.weight", lambda c: (E,), _same, _same),
-        Rule(("layers", "q_proj"), p + "self_attn.q_proj.weight", lambda c: (HD, E), *_heads_in(_h)),
-        Rule(("layers", "k_proj"), p + "self_attn.k_proj.weight", lambda c: (KD, E), *_heads_in(_k)),
-        Rule(("layers", "v_proj"), p + "self_attn.v_proj.weight", lambda c: (KD, E), *_heads_in(_k)),
-        Rule(("layers", "o_proj"), p + "self_attn.o_proj.weight", lambda c: (E, HD), _o_to_ours, _o_to_hf),
-        Rule(("layers", "mlp_norm"), p + "post_attention_layernorm.weight", lambda c: (E,), _same, _same),
+        Rule(
+            ("layers", "q_proj"), p + "self_attn.q_proj.weight", lambda c: (HD, E), *_heads_in(_h)
+        ),
+        Rule(
+            ("layers", "k_proj"), p + "self_attn.k_proj.weight", lambda c: (KD, E), *_heads_in(_k)
+        ),
+        Rule(
+            ("layers", "v_proj"), p + "self_attn.v_proj.weight", lambda c: (KD, E), *_heads_in(_k)
+        ),
+        Rule(
+            ("layers", "o_proj"),
+            p + "self_attn.o_proj.weight",
+            lambda c: (E, HD),
+            _o_to_ours,
+            _o_to_hf,
+        ),
+        Rule(
+            ("layers", "mlp_norm"),
+            p + "post_attention_layernorm.weight",
+            lambda c: (E,),
+            _same,
+            _same,
+        ),
         Rule(("layers", "gate_proj"), p + "mlp.gate_proj.weight", lambda c: (M, E), _t, _t),
         Rule(("layers", "up_proj"), p + "mlp.up_proj.weight", lambda c: (M, E), _t, _t),
         Rule(("layers", "down_proj"), p + "mlp.down_proj.weight", lambda c: (E, M), _t, _t),

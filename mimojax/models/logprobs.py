@@ -31,7 +31,9 @@ def logprobs_from_hidden(hidden_BxTxE, lm_head_ExV, targets_BxT, temperature=1.0
         entropy_BxC = -jnp.sum(jnp.exp(logp_BxCxV) * logp_BxCxV, axis=-1)
         return logp_BxC, entropy_BxC
 
-    logp_NxBxC, entropy_NxBxC = jax.lax.map(lambda xs: one_chunk(*xs), (hidden_NxBxCxE, targets_NxBxC))
+    logp_NxBxC, entropy_NxBxC = jax.lax.map(
+        lambda xs: one_chunk(*xs), (hidden_NxBxCxE, targets_NxBxC)
+    )
     logp_BxT = logp_NxBxC.swapaxes(0, 1).reshape(b, -1)[:, :t]
     entropy_BxT = entropy_NxBxC.swapaxes(0, 1).reshape(b, -1)[:, :t]
     return logp_BxT, entropy_BxT

@@ -63,7 +63,12 @@ def generate_tokens(
     key = jax.random.PRNGKey(seed)
     key, sub = jax.random.split(key)
     tokens_B, cache = _prefill(
-        graphdef, state, jnp.asarray(ids_BxP), jnp.asarray(lengths, jnp.int32), cache, sub,
+        graphdef,
+        state,
+        jnp.asarray(ids_BxP),
+        jnp.asarray(lengths, jnp.int32),
+        cache,
+        sub,
         temperature,
     )
     eos = set(int(e) for e in eos_token_ids)

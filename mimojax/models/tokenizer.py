@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import base64
 import functools
+import hashlib
 import importlib.metadata
 import json
 import os
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 
 # Files any transformers tokenizer loader can start from; used only to word the error.
@@ -85,25 +87,59 @@ def load_hf_tokenizer(model_dir: str, generation_config: dict | None = None):
     return finalize_tokenizer(tok, eos_ids, pad_id)
 
 
+def _cache_root() -> str:
+    return os.environ.get(
+        "MIMOJAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "mimojax")
+    )
+
+
 def tokenizer_from_gguf(gguf_path: str):
-    """Build the tokenizer embedded in a GGUF file, with eos/pad from its metadata."""
-    import gguf
+    """Build the tokenizer embedded in a GGUF file, with eos/pad from its metadata.
+
+    transformers' GGUF conversion takes several seconds, so the converted tokenizer is kept on
+    disk under $MIMOJAX_CACHE (default ~/.cache/mimojax), keyed by the file's path, size and
+    mtime; later loads read the saved tokenizer.json.
+    """
     from transformers import AutoTokenizer
 
     if not os.path.isfile(gguf_path):
         raise FileNotFoundError(f"tokenizer: GGUF file {gguf_path!r} does not exist")
     path = os.path.abspath(gguf_path)
-    tok = AutoTokenizer.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path))
-    fields = gguf.GGUFReader(path).fields
+    st = os.stat(path)
+    key = hashlib.sha256(f"{path}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    cache_dir = os.path.join(_cache_root(), "gguf_tokenizers", key)
+    meta_path = os.path.join(cache_dir, "mimojax_gguf_special_ids.json")
+    if os.path.exists(meta_path):
+        tok = AutoTokenizer.from_pretrained(cache_dir, local_files_only=True)
+        special = _read_json(meta_path)
+    else:
+        import gguf
 
-    def meta(key: str) -> int | None:
-        return int(fields[key].contents()) if key in fields else None
+        tok = AutoTokenizer.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path))
+        fields = gguf.GGUFReader(path).fields
 
-    return finalize_tokenizer(
-        tok,
-        meta("tokenizer.ggml.eos_token_id"),
-        meta("tokenizer.ggml.padding_token_id"),
-    )
+        def meta(k: str) -> int | None:
+            return int(fields[k].contents()) if k in fields else None
+
+        special = {
+            "eos": meta("tokenizer.ggml.eos_token_id"),
+            "pad": meta("tokenizer.ggml.padding_token_id"),
+        }
+        _save_atomically(tok, special, cache_dir, meta_path)
+    return finalize_tokenizer(tok, special["eos"], special["pad"])
+
+
+def _save_atomically(tok, special: dict, cache_dir: str, meta_path: str) -> None:
+    # Write to a temp dir and rename, so a concurrent reader never sees half a tokenizer.
+    try:
+        os.makedirs(os.path.dirname(cache_dir), exist_ok=True)
+        tmp = tempfile.mkdtemp(dir=os.path.dirname(cache_dir))
+        tok.save_pretrained(tmp)
+        with open(os.path.join(tmp, os.path.basename(meta_path)), "w") as f:
+            json.dump(special, f)
+        os.rename(tmp, cache_dir)
+    except OSError:
+        pass  # another process won the race, or the cache is read-only: nothing lost
 
 
 def qwen_tokenizer(variant: str = "qwen2"):

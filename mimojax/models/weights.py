@@ -46,11 +46,15 @@ def build_model(
         var = flat_state[rule.ours]
         host = assemble(rule, cfg, read).astype(dtype)
         if host.shape != var.shape:
-            raise WeightLoadError(f"parameter {'.'.join(rule.ours)}: built {host.shape}, model expects {var.shape}")
+            raise WeightLoadError(
+                f"parameter {'.'.join(rule.ours)}: built {host.shape}, model expects {var.shape}"
+            )
         var.set_value(_place(host, flat_shardings[rule.ours]))
         missing.discard(rule.ours)
     if missing:
-        raise WeightLoadError(f"no checkpoint tensor maps to {sorted('.'.join(p) for p in missing)}")
+        raise WeightLoadError(
+            f"no checkpoint tensor maps to {sorted('.'.join(p) for p in missing)}"
+        )
     return nnx.merge(graphdef, abstract_state)
 
 

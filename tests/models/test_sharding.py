@@ -80,7 +80,8 @@ def test_create_sharded_never_builds_unsharded_and_matches_eager_init():
     sharded = sh.create_sharded(lambda: Decoder(cfg, rngs=nnx.Rngs(3)), mesh, rules)
     assert sharded.layers.gate_proj[...].sharding.spec == P(None, "fsdp", None)
     np.testing.assert_allclose(
-        np.asarray(sharded.layers.gate_proj[...]), np.asarray(model.layers.gate_proj[...]),
+        np.asarray(sharded.layers.gate_proj[...]),
+        np.asarray(model.layers.gate_proj[...]),
         atol=1e-7,
     )
 

@@ -106,3 +106,17 @@ def test_mesh_config_errors_name_the_keys():
         sh.make_mesh({"data": -1, "fsdp": -1})
     with pytest.raises(ValueError, match="sharding.preset"):
         sh.get_rules("zero3")
+
+
+def test_model_from_run_config_follows_mesh_and_preset():
+    from mimojax.config import load_config
+    from mimojax.models import load_model_from_config
+
+    cfg = load_config(
+        "configs/grpo_tiny.py:model=tiny-random-qwen3",
+        ["mesh.fsdp=4", "mesh.tensor=2", "sharding.preset=fsdp_tensor"],
+    )
+    model, tok, mesh, rules = load_model_from_config(cfg)
+    assert dict(mesh.shape) == {"data": 1, "fsdp": 4, "tensor": 2}
+    assert model.layers.gate_proj[...].sharding.spec == P(None, "fsdp", "tensor")
+    assert model.config.model_type == "qwen3" and tok.eos_token_id == model.config.eos_token_id

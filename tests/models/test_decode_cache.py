@@ -21,17 +21,21 @@ def test_prefill_then_decode_equals_full_forward(name):
     prompt_BxP = np.zeros((3, 8), np.int64)
     for b, n in enumerate(lengths):
         prompt_BxP[b, :n] = full[b, :n]
+    step = nnx.jit(lambda m, ids, cache: m(ids, cache=cache))
     cache = init_cache(cfg, 3, 32)
-    logits, cache = model(jnp.asarray(prompt_BxP), cache=cache)
+    logits, cache = step(model, jnp.asarray(prompt_BxP), cache)
     cache = advance(cache, jnp.asarray(lengths))
     step_logits = [logits[np.arange(3), lengths - 1]]
     for k in range(4):
         tok = jnp.asarray(full[np.arange(3), lengths + k])
-        logits, cache = model(tok[:, None], cache=cache)
+        logits, cache = step(model, tok[:, None], cache)
         cache = advance(cache, jnp.ones(3, jnp.int32))
         step_logits.append(logits[:, 0])
+    # Reference: the plain causal forward over each full row (no cache), right-padded.
+    ref_mask = (np.arange(12)[None] < (lengths + 4)[:, None]).astype(np.int32)
+    ref_all = np.asarray(model(jnp.asarray(full), attention_mask=jnp.asarray(ref_mask)))
     for b, n in enumerate(lengths):
-        ref = np.asarray(model(jnp.asarray(full[b : b + 1, : n + 4])))[0]
+        ref = ref_all[b]
         for k in range(5):
             np.testing.assert_allclose(
                 np.asarray(step_logits[k][b]),
@@ -46,10 +50,15 @@ def test_generate_tokens_greedy_equals_argmax_loop():
     model = Decoder(cfg, rngs=nnx.Rngs(2))
     prompts = [[3, 5, 7, 9], [11, 2]]
     out = generate_tokens(model, prompts, max_new_tokens=6)
+    forward = nnx.jit(lambda m, ids, mask: m(ids, attention_mask=mask))
     for prompt, got in zip(prompts, out):
         seq = list(prompt)
         for _ in range(6):
-            seq.append(int(np.asarray(model(jnp.asarray([seq])))[0, -1].argmax()))
+            # Full forward without a cache on a fixed-size padded buffer (one compile).
+            ids, mask = np.zeros((1, 16), np.int32), np.zeros((1, 16), np.int32)
+            ids[0, : len(seq)], mask[0, : len(seq)] = seq, 1
+            logits = np.asarray(forward(model, jnp.asarray(ids), jnp.asarray(mask)))
+            seq.append(int(logits[0, len(seq) - 1].argmax()))
         assert got == seq[len(prompt) :]
 
 

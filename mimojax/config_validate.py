@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 from ml_collections import ConfigDict
 
 from mimojax.config import ConfigError
+from mimojax.sharding import MESH_AXES, mesh_shape
 
 DTYPES = ("float32", "bfloat16")
-MESH_AXES = ("data", "fsdp", "tensor")
 # Estimators whose baseline comes from the other samples of the same prompt.
 GROUP_ESTIMATORS = (
     "grpo",
@@ -30,26 +28,10 @@ WANDB_MODES = ("online", "offline", "disabled")
 
 def resolve_mesh_shape(mesh_cfg: ConfigDict, num_devices: int) -> dict[str, int]:
     """Mesh axis sizes {data, fsdp, tensor} for `num_devices`, filling in the one -1 axis."""
-    sizes = {axis: mesh_cfg[axis] for axis in MESH_AXES}
-    bad = [f"mesh.{a}" for a, v in sizes.items() if not isinstance(v, int) or (v < 1 and v != -1)]
-    if bad:
-        raise ConfigError(f"{', '.join(bad)}: mesh axis sizes must be >= 1, or -1 for the rest")
-    free = [a for a, v in sizes.items() if v == -1]
-    if len(free) > 1:
-        names = ", ".join(f"mesh.{a}" for a in free)
-        raise ConfigError(f"{names}: at most one mesh axis may be -1")
-    fixed = math.prod(v for v in sizes.values() if v != -1)
-    names = " * ".join(f"mesh.{a}" for a, v in sizes.items() if v != -1)
-    if free:
-        if num_devices % fixed:
-            raise ConfigError(
-                f"{names} = {fixed} does not divide the {num_devices} devices "
-                f"(mesh.{free[0]} = -1 takes the rest)"
-            )
-        sizes[free[0]] = num_devices // fixed
-    elif fixed != num_devices:
-        raise ConfigError(f"{names} = {fixed}, but there are {num_devices} devices")
-    return sizes
+    try:
+        return dict(zip(MESH_AXES, mesh_shape(mesh_cfg, num_devices)))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _check_mesh_and_batch(cfg: ConfigDict, num_devices: int, bad) -> None:

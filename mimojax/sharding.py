@@ -8,6 +8,7 @@ replicated instead (SmolLM2's 3 KV heads on a 2-way tensor axis, say), never pad
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 import jax
@@ -55,27 +56,30 @@ def get_rules(preset: str = "fsdp", overrides: Mapping | None = None) -> dict:
 
 
 def mesh_shape(mesh_cfg: Mapping, num_devices: int) -> tuple[int, int, int]:
-    """Resolves (data, fsdp, tensor) sizes; at most one may be -1 (= the remaining devices)."""
-    sizes = [int(mesh_cfg.get(a, 1)) for a in MESH_AXES]
-    free = [i for i, s in enumerate(sizes) if s == -1]
+    """Resolves (data, fsdp, tensor) sizes; at most one may be -1 (= the remaining devices).
+
+    Errors name the config keys (`mesh.data`, ...) so they read well from `validate()` too.
+    """
+    sizes = {axis: mesh_cfg.get(axis, 1) for axis in MESH_AXES}
+    bad = [f"mesh.{a}" for a, v in sizes.items() if not isinstance(v, int) or (v < 1 and v != -1)]
+    if bad:
+        raise ValueError(f"{', '.join(bad)}: mesh axis sizes must be >= 1, or -1 for the rest")
+    free = [a for a, v in sizes.items() if v == -1]
     if len(free) > 1:
-        raise ValueError(
-            f"mesh: only one of {MESH_AXES} may be -1, got {dict(zip(MESH_AXES, sizes))}"
-        )
-    fixed = int(np.prod([s for s in sizes if s != -1]))
+        names = ", ".join(f"mesh.{a}" for a in free)
+        raise ValueError(f"{names}: at most one mesh axis may be -1")
+    fixed = math.prod(v for v in sizes.values() if v != -1)
+    names = " * ".join(f"mesh.{a}" for a, v in sizes.items() if v != -1)
     if free:
         if num_devices % fixed:
             raise ValueError(
-                f"mesh: {num_devices} devices are not divisible by the fixed axes "
-                f"{dict(zip(MESH_AXES, sizes))}"
+                f"{names} = {fixed} does not divide the {num_devices} devices "
+                f"(mesh.{free[0]} = -1 takes the rest)"
             )
         sizes[free[0]] = num_devices // fixed
-    if int(np.prod(sizes)) != num_devices:
-        raise ValueError(
-            f"mesh: data*fsdp*tensor = {int(np.prod(sizes))} but there are {num_devices} devices "
-            f"(mesh.data={sizes[0]}, mesh.fsdp={sizes[1]}, mesh.tensor={sizes[2]})"
-        )
-    return tuple(sizes)
+    elif fixed != num_devices:
+        raise ValueError(f"{names} = {fixed}, but there are {num_devices} devices")
+    return tuple(sizes[a] for a in MESH_AXES)
 
 
 def make_mesh(mesh_cfg: Mapping | None = None, devices: Sequence | None = None) -> Mesh:

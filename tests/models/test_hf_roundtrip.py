@@ -57,3 +57,21 @@ def test_bfloat16_params_round_trip(tmp_path):
     again = load_hf_model(str(tmp_path / "out"), param_dtype="bfloat16")
     for k, v in _flat_params(model).items():
         np.testing.assert_array_equal(v, _flat_params(again)[k])
+
+
+def test_load_model_from_saved_dir_brings_tokenizer(tmp_path):
+    from mimojax.models import load_model
+
+    model, tok = load_model("tiny-random-qwen2", seed=4)
+    save_hf(model, tok, str(tmp_path))
+    again, tok2 = load_model(str(tmp_path))
+    for k, v in _flat_params(model).items():
+        np.testing.assert_array_equal(v, _flat_params(again)[k])
+    text = "def f(x):\n    return x + 1"
+    assert tok2.encode(text) == tok.encode(text)
+    assert tok2.eos_token_id == tok.eos_token_id == again.config.eos_token_id
+    assert tok2.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    ) == tok.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    )

@@ -23,9 +23,9 @@ def logprobs_from_hidden(hidden_BxTxE, lm_head_ExV, targets_BxT, temperature=1.0
 
     @jax.checkpoint
     def one_chunk(h_BxCxE, y_BxC):
-        logits_BxCxV = jnp.einsum(
-            "bce,ev->bcv", h_BxCxE, lm_head_ExV, preferred_element_type=jnp.float32
-        )
+        logits_BxCxV = jax.lax.dot(
+            h_BxCxE.reshape(-1, e), lm_head_ExV, preferred_element_type=jnp.float32
+        ).reshape(b, h_BxCxE.shape[1], -1)
         logp_BxCxV = jax.nn.log_softmax(logits_BxCxV / temperature, axis=-1)
         logp_BxC = jnp.take_along_axis(logp_BxCxV, y_BxC[..., None], axis=-1)[..., 0]
         entropy_BxC = -jnp.sum(jnp.exp(logp_BxCxV) * logp_BxCxV, axis=-1)

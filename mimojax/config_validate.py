@@ -19,6 +19,8 @@ GROUP_ESTIMATORS = (
     "gpg",
     "gdpo",
     "reinforce_plus_plus_baseline",
+    "optimal_token_baseline",
+    "tir_optimal_token_baseline",
 )
 LR_SCHEDULES = ("constant", "cosine", "linear")
 KL_CTRL_TYPES = ("fixed", "adaptive")
@@ -85,8 +87,25 @@ def _check_mesh_and_batch(cfg: ConfigDict, num_devices: int, bad) -> None:
         )
 
 
+def _check_registered_names(algo: ConfigDict, bad) -> None:
+    # Names resolve against the live registries, so a newly registered algorithm is valid.
+    from mimojax.algos import ADVANTAGE_ESTIMATORS, AGG_MODES, KL_ESTIMATORS, POLICY_LOSSES
+
+    for key, registry in (
+        ("adv_estimator", ADVANTAGE_ESTIMATORS),
+        ("policy_loss", POLICY_LOSSES),
+        ("kl_loss_type", KL_ESTIMATORS),
+        ("loss_agg_mode", AGG_MODES),
+    ):
+        name = algo[key]
+        if name not in registry:
+            known = ", ".join(sorted(registry))
+            bad(f"algorithm.{key}: unknown name '{name}'; registered: {known}")
+
+
 def _check_algorithm(cfg: ConfigDict, bad) -> None:
     algo = cfg.algorithm
+    _check_registered_names(algo, bad)
     if algo.adv_estimator in GROUP_ESTIMATORS and cfg.rollout.n < 2:
         bad(
             f"rollout.n: algorithm.adv_estimator = '{algo.adv_estimator}' compares samples "

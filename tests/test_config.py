@@ -346,3 +346,18 @@ def test_sharding_overrides_match_sharding_rules():
         "fsdp",
         "tensor",
     )
+
+
+def test_algorithm_names_checked_against_registries():
+    msg = problems(
+        tiny(
+            "algorithm.adv_estimator=grpoo",
+            "algorithm.policy_loss=ppo_clip",
+            "algorithm.kl_loss_type=k5",
+            "algorithm.loss_agg_mode=mean",
+        )
+    )
+    assert "algorithm.adv_estimator: unknown name 'grpoo'; registered:" in msg and "rloo" in msg
+    assert "algorithm.policy_loss: unknown name 'ppo_clip'" in msg and "gspo" in msg
+    assert "algorithm.kl_loss_type: unknown name 'k5'" in msg and "low_var_kl" in msg
+    assert "algorithm.loss_agg_mode: unknown name 'mean'" in msg and "token-mean" in msg

@@ -9,9 +9,12 @@ loss, metrics = POLICY_LOSSES["vanilla"](logp_BxT=lp, old_logp_BxT=olp, adv_BxT=
 
 # Importing the modules registers their functions.
 from mimojax.algos import (  # noqa: F401
+    advantages_otb,
     advantages_outcome,
     advantages_token,
+    advantages_vectorized,
     policy_losses,
+    policy_losses_cov,
     policy_losses_offpolicy,
 )
 from mimojax.algos.aggregation import agg_loss, global_counts
@@ -32,6 +35,7 @@ from mimojax.algos.registry import (
     UnknownNameError,
 )
 from mimojax.algos.rollout_correction import bypass_mode_inputs, rollout_correction
+from mimojax.algos.rollout_metrics import binary_kl, mismatch_metrics
 from mimojax.algos.value_loss import entropy_from_logits, entropy_loss, value_loss
 
 __all__ = [
@@ -47,6 +51,7 @@ __all__ = [
     "agg_loss",
     "apply_kl_penalty",
     "apply_overlong_shaping",
+    "binary_kl",
     "bypass_mode_inputs",
     "check_shapes",
     "entropy_from_logits",
@@ -54,6 +59,7 @@ __all__ = [
     "filter_groups",
     "global_counts",
     "kl_loss",
+    "mismatch_metrics",
     "overlong_penalty",
     "register_policy_loss",
     "rollout_correction",

@@ -140,3 +140,20 @@ def gmpo(logp, old, adv, mask, is_w, *, clip_ratio=0.4, clip_low=None, clip_high
         "actor/ppo_kl": masked_mean(-log_ratio, mask),
     }
     return jnp.broadcast_to(pg_B[:, None], logp.shape), metrics
+
+
+@register_policy_loss("up")
+def up(logp, old, adv, mask, is_w, *, clip_ratio=0.2, clip_low=None, clip_high=None, clip_c=3.0):
+    """UP-GRPO: unclipped self-anchored REINFORCE for A > 0, PPO clip + dual clip for A <= 0.
+
+    A > 0 tokens: -A * pi / sg(pi) (value -A, gradient -A grad log pi, no pi_old, no clip).
+    `actor/pg_clipfrac` counts clipped tokens among the A <= 0 ones. Source: verl
+    compute_policy_loss_up (UP-GRPO, arXiv:2607.06987, Eq. 15).
+    """
+    low, high = clip_bounds(clip_ratio, clip_low, clip_high)
+    pg_neg, metrics = ppo_clip_losses(logp, old, adv, mask, low, high, clip_c)
+    ratio = jnp.exp(clamped_log_ratio(logp, old))
+    clipped = -adv * jnp.clip(ratio, 1.0 - low, 1.0 + high) > -adv * ratio
+    metrics["actor/pg_clipfrac"] = masked_mean(clipped.astype(logp.dtype), mask * (adv <= 0))
+    self_ratio = jnp.exp(logp - jax.lax.stop_gradient(logp))
+    return weighted(jnp.where(adv > 0, -adv * self_ratio, pg_neg), is_w), metrics

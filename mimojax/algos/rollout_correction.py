@@ -17,13 +17,19 @@ import jax.numpy as jnp
 
 from mimojax.algos.checks import check_shapes
 from mimojax.algos.ops import as_float, masked_mean
+from mimojax.algos.rollout_metrics import (
+    SAFETY_BOUND,
+    binary_kl,
+    is_diagnostics,
+    mismatch_metrics,
+)
 
-SAFETY_BOUND = 20.0
 RS_OPTIONS = (
     "token_k1", "token_k2", "token_k3",
     "seq_sum_k1", "seq_sum_k2", "seq_sum_k3",
     "seq_mean_k1", "seq_mean_k2", "seq_mean_k3",
     "seq_max_k2", "seq_max_k3",
+    "binary_kl",
 )  # fmt: skip
 
 
@@ -63,6 +69,7 @@ def is_weights(
         "rollout_corr/rollout_is_min": jnp.min(jnp.where(mask > 0, w, jnp.inf)),
         "rollout_corr/rollout_is_ratio_fraction_high": frac_high,
         "rollout_corr/rollout_is_ratio_fraction_low": frac_low,
+        **is_diagnostics(w, raw, mask, threshold, threshold_lower),
     }
     if batch_normalize:
         if level == "token":
@@ -89,7 +96,7 @@ def _parse_rs(rs, rs_threshold):
     return list(zip(options, specs, strict=True))
 
 
-def rejection_mask(log_ratio_BxT, mask, rs, rs_threshold):
+def rejection_mask(log_ratio_BxT, mask, rs, rs_threshold, logp=None, rollout_logp=None):
     """Keep-mask (1 keep, 0 reject) from divergence criteria, all of which must pass.
 
     Token stats on lr = log(pi_train / pi_rollout): k1 = -lr, k2 = lr^2 / 2,
@@ -98,6 +105,9 @@ def rejection_mask(log_ratio_BxT, mask, rs, rs_threshold):
     (1/u, u)), kept when log(lower) <= k1 <= log(upper); k2/k3 thresholds are upper bounds.
     `rs` is a comma-separated string or a sequence of options; `rs_threshold` is one spec
     shared by all options or a list with one spec per option.
+    `binary_kl` (KPop, verl rollout_corr_helper) keeps a token when
+    max(KL(Bern(p) || Bern(q)), KL(Bern(q) || Bern(p))) <= threshold, p = exp(logp),
+    q = exp(rollout_logp) of the sampled token; it needs both logprob arrays.
     """
     lr = jnp.clip(log_ratio_BxT, -SAFETY_BOUND, SAFETY_BOUND)
     stats = {"k1": -lr, "k2": 0.5 * lr**2, "k3": jnp.exp(lr) - 1.0 - lr}
@@ -105,6 +115,11 @@ def rejection_mask(log_ratio_BxT, mask, rs, rs_threshold):
     metrics = {}
     for option, spec in _parse_rs(rs, rs_threshold):
         level, kind = option.rsplit("_", 1)
+        if option == "binary_kl":
+            if logp is None or rollout_logp is None:
+                raise ValueError("rejection option 'binary_kl' needs logp and rollout_logp")
+            level, kind = "token", "binary_kl"
+            stats[kind] = jnp.maximum(binary_kl(logp, rollout_logp), binary_kl(rollout_logp, logp))
         stat = stats[kind]
         if level == "seq_sum":
             stat = jnp.sum(stat * mask, -1, keepdims=True)
@@ -118,7 +133,9 @@ def rejection_mask(log_ratio_BxT, mask, rs, rs_threshold):
         else:
             ok = stat <= spec
         ok = jnp.broadcast_to(ok, mask.shape).astype(mask.dtype)
-        metrics[f"rollout_corr/rollout_rs_{option}_masked_fraction"] = masked_mean(1 - ok, mask)
+        name = f"rollout_corr/rollout_rs_{option}"
+        metrics[name + "_masked_fraction"] = masked_mean(1 - ok, mask)
+        metrics[name + "_seq_masked_fraction"] = _seq_mean(jnp.any((1 - ok) * mask > 0, -1), mask)
         keep = keep * ok
     rejected = (1 - keep) * mask
     metrics["rollout_corr/rollout_rs_masked_fraction"] = masked_mean(1 - keep, mask)
@@ -126,23 +143,6 @@ def rejection_mask(log_ratio_BxT, mask, rs, rs_threshold):
         (rejected.sum(-1) > 0).astype(mask.dtype), mask
     )
     return keep, metrics
-
-
-def mismatch_metrics(logp_BxT, rollout_logp_BxT, mask):
-    """Logprob mismatch between trainer and rollout engine (verl's off-policy metrics)."""
-    lr = logp_BxT - rollout_logp_BxT
-    lr_safe = jnp.clip(lr, -SAFETY_BOUND, SAFETY_BOUND)
-    return {
-        "rollout_corr/logp_abs_diff_mean": masked_mean(jnp.abs(lr), mask),
-        "rollout_corr/logp_abs_diff_max": jnp.max(jnp.abs(lr) * mask),
-        "rollout_corr/kl": masked_mean(-lr, mask),
-        "rollout_corr/k3_kl": masked_mean(jnp.exp(lr_safe) - lr_safe - 1.0, mask),
-        "rollout_corr/chi2_token": masked_mean(jnp.exp(2 * lr_safe), mask) - 1.0,
-        "rollout_corr/training_ppl": _seq_mean(jnp.exp(-masked_mean(logp_BxT, mask, -1)), mask),
-        "rollout_corr/rollout_ppl": _seq_mean(
-            jnp.exp(-masked_mean(rollout_logp_BxT, mask, -1)), mask
-        ),
-    }
 
 
 def rollout_correction(
@@ -177,7 +177,7 @@ def rollout_correction(
         metrics.update(m)
     new_mask = mask
     if rs:
-        keep, m = rejection_mask(log_ratio, mask, rs, rs_threshold)
+        keep, m = rejection_mask(log_ratio, mask, rs, rs_threshold, logp, rollout_logp)
         metrics.update(m)
         new_mask = mask * keep
     return weights, new_mask, metrics

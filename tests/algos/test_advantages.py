@@ -178,7 +178,15 @@ def test_jit_and_vmap_over_seeds(name):
 @pytest.mark.parametrize("name", sorted(ADVANTAGE_ESTIMATORS))
 def test_every_estimator_jits(name):
     b = make_batch(7)
-    extra = {"remax": {"baseline_rewards_B": jnp.zeros(12)}}.get(name, {})
+    otb = {
+        "old_logp_BxT": jnp.asarray(b.old_logp, jnp.float32),
+        "sum_pi_squared_BxT": jnp.ones((12, 9)),
+    }
+    extra = {
+        "remax": {"baseline_rewards_B": jnp.zeros(12)},
+        "optimal_token_baseline": otb,
+        "tir_optimal_token_baseline": otb,
+    }.get(name, {})
     args = (
         jnp.asarray(b.rewards, jnp.float32),
         jnp.asarray(b.mask),

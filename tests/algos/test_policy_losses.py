@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import numpy_refs as ref
+import numpy_refs_ext as ext
 import pytest
 from algos_testdata import make_batch
 
@@ -59,10 +60,12 @@ def _ref_token_losses(name, b, is_w):
         return ref.dppo_token_losses(lp, old, adv, thr, thr, 20.0, kind)[0] * w, {}
     if name == "reinforce":
         return -adv * lp * w, {}
+    if name == "up":
+        return ext.up_token_losses(lp, old, adv, 0.2, 0.25, 3.0) * w, dict(clip_high=0.25)
     raise KeyError(name)
 
 
-TOKEN_LOSSES = ["vanilla", "gspo", "cispo", "sapo", "dppo_tv", "dppo_kl", "reinforce"]
+TOKEN_LOSSES = ["vanilla", "gspo", "cispo", "sapo", "dppo_tv", "dppo_kl", "reinforce", "up"]
 
 
 @pytest.mark.parametrize("name", TOKEN_LOSSES)
@@ -162,6 +165,7 @@ MICRO_CASES = [("vanilla", m) for m in AGG_MODES] + [
     ("dppo_tv", "seq-mean-token-sum-norm"),
     ("dppo_kl", "token-mean"),
     ("reinforce", "seq-mean-token-sum"),
+    ("up", "token-mean"),
 ]
 
 
@@ -184,6 +188,18 @@ def test_micro_batches_sum_to_full_batch(name, mode):
             g_parts.append(g)
         assert abs(total - float(full)) < 1e-6
         np.testing.assert_allclose(np.concatenate(g_parts), g_full, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("name", sorted(POLICY_LOSSES))
+def test_every_loss_jits_in_float32(name):
+    b = _batch()
+    opts = {"clip_cov": {"rng": jax.random.key(0), "clip_cov_ratio": 0.05}}.get(name, {})
+    args = (_j(b.logp), _j(b.old_logp), _j(b.adv), _j(b.mask))
+    f = lambda *a: POLICY_LOSSES[name](*a, "token-mean", **opts)
+    (loss, metrics), (jloss, jmetrics) = f(*args), jax.jit(f)(*args)
+    assert loss.dtype == jnp.float32 and np.isfinite(float(loss))
+    np.testing.assert_allclose(jloss, loss, rtol=1e-5, atol=1e-6)
+    assert set(jmetrics) == set(metrics) and VERL_KEYS <= set(metrics)
 
 
 def test_entropy_bonus_kl_term_and_metrics_under_jit():

@@ -132,6 +132,8 @@ def config_from_hf(hf: dict, source: str = "config.json", **overrides: Any) -> M
         eos_token_id=hf.get("eos_token_id"),
         pad_token_id=hf.get("pad_token_id"),
     )
+    if hf.get("mlp_bias", False):
+        raise ModelConfigError(f"{source}: mlp_bias=true is not supported (no MLP biases)")
     if hf.get("hidden_act", "silu") != "silu":
         raise ModelConfigError(f"{source}: hidden_act {hf['hidden_act']!r} is not supported (silu)")
     fields.update(overrides)
@@ -166,7 +168,8 @@ def config_to_hf(cfg: ModelConfig) -> dict:
         "max_position_embeddings": cfg.max_position_embeddings,
         "rope_parameters": rope,
         "rope_theta": cfg.rope_theta,
-        "torch_dtype": cfg.param_dtype,
+        "dtype": cfg.param_dtype,  # transformers 5.x
+        "torch_dtype": cfg.param_dtype,  # transformers 4.x
         "bos_token_id": cfg.bos_token_id,
         "eos_token_id": cfg.eos_token_id,
         "pad_token_id": cfg.pad_token_id,

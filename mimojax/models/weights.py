@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh
 
 from mimojax import sharding as sh
 from mimojax.models.config import ModelConfig
@@ -66,9 +66,3 @@ def export_tensors(model: Decoder) -> dict[str, np.ndarray]:
     for rule in rules_for(cfg):
         tensors.update(split_to_hf(rule, cfg, np.asarray(jax.device_get(flat[rule.ours][...]))))
     return tensors
-
-
-def single_device_sharding() -> NamedSharding:
-    """A replicated sharding on the first device, for unsharded use."""
-    mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1, 1), sh.MESH_AXES)
-    return NamedSharding(mesh, PartitionSpec())

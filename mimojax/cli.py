@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import sys
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -229,10 +230,20 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from mimojax.models import load_model
     from mimojax.models.sampling import generate_tokens
 
+    started = time.perf_counter()
+    print(f"loading {args.model} ...", file=sys.stderr, flush=True)
     model, tokenizer = load_model(args.model, dtype=args.dtype)
+    cfg = model.config
+    print(
+        f"loaded {cfg.model_type}: {cfg.num_layers} layers, hidden {cfg.hidden_size}, "
+        f"vocab {cfg.vocab_size} in {time.perf_counter() - started:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
     prompt_ids = [
         encode_prompt(tokenizer, p, chat_template=not args.no_chat_template) for p in args.prompt
     ]
+    started = time.perf_counter()
     new_ids = generate_tokens(
         model,
         prompt_ids,
@@ -240,6 +251,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
         temperature=args.temperature,
         seed=args.seed,
         eos_token_ids=eos_token_ids(tokenizer),
+    )
+    n_new, seconds = sum(map(len, new_ids)), time.perf_counter() - started
+    print(
+        f"generated {n_new} tokens in {seconds:.1f} s incl. compile ({n_new / seconds:.1f} tok/s)",
+        file=sys.stderr,
+        flush=True,
     )
     several = len(args.prompt) > 1
     for i, (prompt, ids) in enumerate(zip(args.prompt, new_ids, strict=True)):

@@ -3,7 +3,6 @@
 import re
 import subprocess
 import sys
-import types
 
 import pytest
 
@@ -105,29 +104,20 @@ def test_encode_prompt_and_eos_ids():
     assert cli.eos_token_ids(tok) == [2, 7]
 
 
-def test_generate_wiring_with_fake_model(monkeypatch, capsys):
-    import mimojax.models
+def test_generate_runs_a_real_tiny_model(capsys):
+    """In-process `mimojax generate` on the tiny random Llama: same tokens as the library."""
+    from mimojax.models import load_model
+    from mimojax.models.sampling import generate_tokens
+    from mimojax.models.tokenizer import encode_chat, stop_token_ids
 
-    calls = {}
-
-    def load_model(name, dtype):
-        calls["load"] = (name, dtype)
-        return "MODEL", FakeTokenizer()
-
-    def generate_tokens(model, prompt_ids, **kw):
-        calls["gen"] = (model, prompt_ids, kw)
-        return [[ord("o"), ord("k")] for _ in prompt_ids]
-
-    monkeypatch.setattr(mimojax.models, "load_model", load_model)
-    sampling = types.ModuleType("mimojax.models.sampling")
-    sampling.generate_tokens = generate_tokens
-    monkeypatch.setitem(sys.modules, "mimojax.models.sampling", sampling)
-
-    code = cli.main(["generate", "--model", "m", "--prompt", "ab", "--prompt", "c", "--seed", "4"])
+    argv = ["generate", "--model", "tiny-random-llama", "--prompt", "ab", "--prompt", "c"]
+    code = cli.main(argv + ["--max-new-tokens", "5", "--seed", "4", "--temperature", "1.0"])
     assert code == 0
-    assert calls["load"] == ("m", "float32")
-    model, prompt_ids, kw = calls["gen"]
-    assert model == "MODEL" and prompt_ids == [[1, 97, 98, 9], [1, 99, 9]]
-    assert kw == {"max_new_tokens": 64, "temperature": 0.0, "seed": 4, "eos_token_ids": [2, 7]}
-    out = capsys.readouterr().out
-    assert out.count("ok") == 2 and "### [0] ab" in out
+    captured = capsys.readouterr()
+    model, tok = load_model("tiny-random-llama")
+    prompts = [encode_chat(tok, [{"role": "user", "content": p}]) for p in ("ab", "c")]
+    want = generate_tokens(model, prompts, 5, 1.0, seed=4, eos_token_ids=stop_token_ids(tok))
+    for i, ids in enumerate(want):
+        assert f"### [{i}]" in captured.out
+        assert tok.decode(ids, skip_special_tokens=True) in captured.out
+    assert "loaded llama" in captured.err and "tokens in" in captured.err

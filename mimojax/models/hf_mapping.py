@@ -129,22 +129,17 @@ def rules_for(cfg: ModelConfig) -> list[Rule]:
     return rules
 
 
-def assemble(rule: Rule, cfg: ModelConfig, read: Callable[[str], np.ndarray]) -> np.ndarray:
-    """Our full parameter (stacked over layers if per-layer) from HF tensors fetched by `read`."""
-
-    def one(name):
-        x = read(name)
-        if tuple(x.shape) != rule.hf_shape(cfg):
-            raise WeightLoadError(
-                f"tensor {name!r} has shape {tuple(x.shape)}, expected {rule.hf_shape(cfg)} "
-                f"for this config ({cfg.model_type}, hidden={cfg.hidden_size}, "
-                f"heads={cfg.num_heads}/{cfg.num_kv_heads}, head_dim={cfg.head_dim})"
-            )
-        return rule.to_ours(np.asarray(x), cfg)
-
-    if not rule.per_layer:
-        return one(rule.hf_name)
-    return np.stack([one(rule.hf_name.format(l=l)) for l in range(cfg.num_layers)])
+def convert(rule: Rule, cfg: ModelConfig, read: Callable[[str], np.ndarray], layer=None):
+    """Our slice for one HF tensor (layer `layer` of a per-layer rule), shape-checked."""
+    name = rule.hf_name if layer is None else rule.hf_name.format(l=layer)
+    x = read(name)
+    if tuple(x.shape) != rule.hf_shape(cfg):
+        raise WeightLoadError(
+            f"tensor {name!r} has shape {tuple(x.shape)}, expected {rule.hf_shape(cfg)} "
+            f"for this config ({cfg.model_type}, hidden={cfg.hidden_size}, "
+            f"heads={cfg.num_heads}/{cfg.num_kv_heads}, head_dim={cfg.head_dim})"
+        )
+    return rule.to_ours(np.asarray(x), cfg)
 
 
 def split_to_hf(rule: Rule, cfg: ModelConfig, ours: np.ndarray) -> dict[str, np.ndarray]:

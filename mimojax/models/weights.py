@@ -8,17 +8,33 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax.sharding import Mesh
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from mimojax import sharding as sh
 from mimojax.models.config import ModelConfig
 from mimojax.models.decoder import Decoder
-from mimojax.models.hf_mapping import WeightLoadError, assemble, rules_for, split_to_hf
+from mimojax.models.hf_mapping import Rule, WeightLoadError, convert, rules_for, split_to_hf
 
 
 def _place(host_array: np.ndarray, sharding: jax.sharding.Sharding) -> jax.Array:
     # Each device receives only its own slice of the (single) host copy.
     return jax.make_array_from_callback(host_array.shape, sharding, lambda idx: host_array[idx])
+
+
+def _load_param(rule: Rule, cfg: ModelConfig, read, sharding: NamedSharding, dtype) -> jax.Array:
+    """One parameter, read and placed; per-layer ones stream one layer through host memory.
+
+    Each layer is placed into the parameter's sharding minus its leading `layers` axis, and
+    the layers are stacked on the devices, so host memory peaks at one layer's tensor.
+    """
+    if not rule.per_layer:
+        return _place(convert(rule, cfg, read).astype(dtype), sharding)
+    layers = []
+    for l in range(cfg.num_layers):
+        host = convert(rule, cfg, read, l).astype(dtype)
+        spec = tuple(sharding.spec) + (None,) * (1 + host.ndim - len(sharding.spec))
+        layers.append(_place(host, NamedSharding(sharding.mesh, PartitionSpec(*spec[1:]))))
+    return jax.jit(lambda *xs: jnp.stack(xs), out_shardings=sharding)(*layers)
 
 
 def build_model(
@@ -29,9 +45,9 @@ def build_model(
 ) -> Decoder:
     """A Decoder whose parameters come from HF-named tensors returned by `read(name)`.
 
-    The model skeleton is abstract (nnx.eval_shape): one host copy of each parameter exists at a
-    time, and it is sliced directly into the parameter's sharding on `mesh` (default: the
-    first device, unsharded).
+    The model skeleton is abstract (nnx.eval_shape); each tensor is sliced directly into its
+    parameter's sharding on `mesh` (default: the first device, unsharded), and the host holds
+    at most one layer's tensor at a time.
     """
     graphdef, abstract_state = nnx.split(nnx.eval_shape(lambda: Decoder(cfg, rngs=nnx.Rngs(0))))
     if mesh is None:
@@ -44,12 +60,12 @@ def build_model(
     dtype = jnp.dtype(cfg.param_dtype)
     for rule in rules_for(cfg):
         var = flat_state[rule.ours]
-        host = assemble(rule, cfg, read).astype(dtype)
-        if host.shape != var.shape:
+        value = _load_param(rule, cfg, read, flat_shardings[rule.ours], dtype)
+        if value.shape != var.shape:
             raise WeightLoadError(
-                f"parameter {'.'.join(rule.ours)}: built {host.shape}, model expects {var.shape}"
+                f"parameter {'.'.join(rule.ours)}: built {value.shape}, model expects {var.shape}"
             )
-        var.set_value(_place(host, flat_shardings[rule.ours]))
+        var.set_value(value)
         missing.discard(rule.ours)
     if missing:
         raise WeightLoadError(

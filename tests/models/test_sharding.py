@@ -120,3 +120,22 @@ def test_model_from_run_config_follows_mesh_and_preset():
     assert dict(mesh.shape) == {"data": 1, "fsdp": 4, "tensor": 2}
     assert model.layers.gate_proj[...].sharding.spec == P(None, "fsdp", "tensor")
     assert model.config.model_type == "qwen3" and tok.eos_token_id == model.config.eos_token_id
+
+
+def test_each_checkpoint_tensor_is_read_once_on_an_8_device_mesh(tmp_path):
+    from collections import Counter
+
+    from mimojax.models.hf_io import SafetensorsReader, read_hf_config
+    from mimojax.models.weights import build_model
+
+    path = save_hf_dir(make_hf_model("llama", tied=False), tmp_path)
+    reader, reads = SafetensorsReader(path), Counter()
+
+    def counting_read(name):
+        reads[name] += 1
+        return reader(name)
+
+    mesh, rules = sh.make_mesh(MESHES["data_fsdp_tensor"][0]), sh.get_rules("fsdp_tensor")
+    model = build_model(read_hf_config(path), counting_read, mesh, rules)
+    assert set(reads) == set(reader.files) and set(reads.values()) == {1}
+    assert model.layers.down_proj[...].sharding.spec == P(None, "tensor", "fsdp")

@@ -71,28 +71,38 @@ def load_hf_model(
 
 
 def save_hf_model(model: Decoder, out_dir: str, max_shard_bytes: int = _MAX_SHARD_BYTES) -> None:
-    """Writes config.json, generation_config.json and (sharded) safetensors transformers loads."""
+    """Writes config.json, generation_config.json and (sharded) safetensors transformers loads.
+
+    Tensors stream from the devices one layer at a time and each shard is written as soon as
+    it is full, so host memory holds at most one shard (<= max_shard_bytes).
+    """
     os.makedirs(out_dir, exist_ok=True)
     cfg = model.config
-    tensors = export_tensors(model)
-    shards: list[dict[str, np.ndarray]] = [{}]
-    size = 0
-    for name, arr in tensors.items():
-        if size and size + arr.nbytes > max_shard_bytes:
-            shards.append({})
-            size = 0
-        shards[-1][name] = arr
-        size += arr.nbytes
-    if len(shards) == 1:
-        save_file(shards[0], os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    shard: dict[str, np.ndarray] = {}
+    written: list[tuple[str, list[str]]] = []  # (temporary file, tensor names)
+    total = 0
+
+    def flush():
+        tmp = os.path.join(out_dir, f".shard-{len(written):05d}.safetensors.tmp")
+        save_file(shard, tmp, metadata={"format": "pt"})
+        written.append((tmp, list(shard)))
+        shard.clear()
+
+    for name, arr in export_tensors(model):
+        if shard and sum(a.nbytes for a in shard.values()) + arr.nbytes > max_shard_bytes:
+            flush()
+        shard[name] = arr
+        total += arr.nbytes
+    flush()
+    if len(written) == 1:
+        os.replace(written[0][0], os.path.join(out_dir, "model.safetensors"))
     else:
         weight_map = {}
-        for i, shard in enumerate(shards):
-            fn = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-            save_file(shard, os.path.join(out_dir, fn), metadata={"format": "pt"})
-            weight_map.update({n: fn for n in shard})
-        index = {"metadata": {"total_size": sum(a.nbytes for a in tensors.values())}}
-        index["weight_map"] = weight_map
+        for i, (tmp, names) in enumerate(written):
+            fn = f"model-{i + 1:05d}-of-{len(written):05d}.safetensors"
+            os.replace(tmp, os.path.join(out_dir, fn))
+            weight_map.update({n: fn for n in names})
+        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
         with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
             json.dump(index, f, indent=2)
     with open(os.path.join(out_dir, "config.json"), "w") as f:

@@ -142,11 +142,7 @@ def convert(rule: Rule, cfg: ModelConfig, read: Callable[[str], np.ndarray], lay
     return rule.to_ours(np.asarray(x), cfg)
 
 
-def split_to_hf(rule: Rule, cfg: ModelConfig, ours: np.ndarray) -> dict[str, np.ndarray]:
-    """HF tensors (one per layer if per-layer) from our full parameter."""
-    if not rule.per_layer:
-        return {rule.hf_name: np.ascontiguousarray(rule.to_hf(ours, cfg))}
-    return {
-        rule.hf_name.format(l=l): np.ascontiguousarray(rule.to_hf(ours[l], cfg))
-        for l in range(cfg.num_layers)
-    }
+def to_hf(rule: Rule, cfg: ModelConfig, ours: np.ndarray, layer=None) -> tuple[str, np.ndarray]:
+    """(HF name, HF tensor) for our parameter, or for one layer's slice of a per-layer one."""
+    name = rule.hf_name if layer is None else rule.hf_name.format(l=layer)
+    return name, np.ascontiguousarray(rule.to_hf(ours, cfg))

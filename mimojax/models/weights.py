@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -13,7 +13,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from mimojax import sharding as sh
 from mimojax.models.config import ModelConfig
 from mimojax.models.decoder import Decoder
-from mimojax.models.hf_mapping import Rule, WeightLoadError, convert, rules_for, split_to_hf
+from mimojax.models.hf_mapping import Rule, WeightLoadError, convert, rules_for, to_hf
 
 
 def _place(host_array: np.ndarray, sharding: jax.sharding.Sharding) -> jax.Array:
@@ -74,11 +74,18 @@ def build_model(
     return nnx.merge(graphdef, abstract_state)
 
 
-def export_tensors(model: Decoder) -> dict[str, np.ndarray]:
-    """The model's parameters as HF-named host arrays (gathered from any sharding)."""
+def export_tensors(model: Decoder) -> Iterator[tuple[str, np.ndarray]]:
+    """The model's parameters as (HF name, host array), one layer's tensor at a time.
+
+    Per-layer parameters are sliced on the devices before the transfer, so host memory holds
+    one layer's tensor, not a whole stacked parameter.
+    """
     cfg = model.config
     flat = {path: v for path, v in nnx.to_flat_state(nnx.state(model, nnx.Param))}
-    tensors: dict[str, np.ndarray] = {}
     for rule in rules_for(cfg):
-        tensors.update(split_to_hf(rule, cfg, np.asarray(jax.device_get(flat[rule.ours][...]))))
-    return tensors
+        value = flat[rule.ours][...]
+        if not rule.per_layer:
+            yield to_hf(rule, cfg, np.asarray(jax.device_get(value)))
+            continue
+        for l in range(cfg.num_layers):
+            yield to_hf(rule, cfg, np.asarray(jax.device_get(value[l])), layer=l)

@@ -139,3 +139,18 @@ def test_each_checkpoint_tensor_is_read_once_on_an_8_device_mesh(tmp_path):
     model = build_model(read_hf_config(path), counting_read, mesh, rules)
     assert set(reads) == set(reader.files) and set(reads.values()) == {1}
     assert model.layers.down_proj[...].sharding.spec == P(None, "tensor", "fsdp")
+
+
+def test_save_from_sharded_model_round_trips(tmp_path):
+    from mimojax.models.hf_io import save_hf_model
+
+    path = save_hf_dir(make_hf_model("qwen2", tied=False), tmp_path / "src")
+    mesh, rules = sh.make_mesh(MESHES["fsdp_tensor"][0]), sh.get_rules("fsdp_tensor")
+    sharded = load_hf_model(path, mesh=mesh, rules=rules)
+    save_hf_model(sharded, str(tmp_path / "out"), max_shard_bytes=100_000)
+    again = load_hf_model(str(tmp_path / "out"))
+    for (p, a), (_, b) in zip(
+        nnx.to_flat_state(nnx.state(sharded, nnx.Param)),
+        nnx.to_flat_state(nnx.state(again, nnx.Param)),
+    ):
+        np.testing.assert_array_equal(np.asarray(a[...]), np.asarray(b[...]), err_msg=str(p))

@@ -25,7 +25,7 @@ def get_config(arg=None):
     m.param_dtype = "float32"  # dtype of stored weights and optimizer state
     m.attention_impl = "xla"  # attention kernel; "xla" is the portable reference
     m.value_head = False  # add a scalar value head (the critic); needed by adv_estimator="gae"
-    m.remat = True  # recompute layer activations in backward (verl: enable_gradient_checkpointing)
+    m.remat = "dots"  # layer recompute in backward: none|full|dots (verl: gradient_checkpointing)
     m.logprob_chunk_size = 1024  # tokens per logits chunk when computing logprobs; 0 = no chunks
 
     cfg.mesh = mesh = ConfigDict()  # device mesh; axis sizes, -1 = all remaining devices

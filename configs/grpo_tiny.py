@@ -27,7 +27,7 @@ def get_config(arg=None):
 
     cfg.model.name_or_path = args["model"]
     cfg.model.dtype = "float32"
-    cfg.model.remat = False
+    cfg.model.remat = "none"
     cfg.model.logprob_chunk_size = 0
 
     cfg.data.batch_size = 2

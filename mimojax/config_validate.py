@@ -158,6 +158,10 @@ def _check_model_and_sharding(cfg: ConfigDict, bad) -> None:
     for key in ("dtype", "param_dtype"):
         if cfg.model[key] not in DTYPES:
             bad(f"model.{key}: '{cfg.model[key]}' is not one of {DTYPES}")
+    from mimojax.models.remat import REMAT_POLICIES
+
+    if cfg.model.remat not in REMAT_POLICIES:
+        bad(f"model.remat: '{cfg.model.remat}' is not one of {tuple(REMAT_POLICIES)}")
     if cfg.model.logprob_chunk_size < 0:
         bad(f"model.logprob_chunk_size: must be >= 0, got {cfg.model.logprob_chunk_size}")
     from mimojax.sharding import RULES_PRESETS

@@ -48,6 +48,7 @@ def parse_args(argv=None):
     p.add_argument("--iters", type=int, default=3, help="timed calls per phase")
     p.add_argument("--warmup", type=int, default=1, help="untimed calls per phase (at least 1)")
     p.add_argument("--skip-torch", action="store_true", help="time mimojax only")
+    p.add_argument("--remat", default="dots", help="mimojax model.remat policy: none | full | dots")
     p.add_argument("--json", metavar="PATH", help="also write the results here")
     return p.parse_args(argv)
 
@@ -190,7 +191,7 @@ def main(argv=None) -> int:
     print(f"devices  {jax.devices()}  backend={backend}  cpu_count={os.cpu_count()}")
     print(f"python   {platform.python_version()}  jax {jax.__version__}", end="")
 
-    model, tok = load_model(args.model, dtype="float32")
+    model, tok = load_model(args.model, dtype="float32", remat=args.remat)
     cfg = model.config
     if cfg.dtype != "float32" or cfg.param_dtype != "float32":
         print(f"\nwarning: model dtype {cfg.dtype}/{cfg.param_dtype}, expected float32")

@@ -194,7 +194,7 @@ def test_group_and_value_path_errors():
         ("rollout.n=abc", "expects int"),
         ("rollout.n=2.5", "expects int"),
         ("rollout.top_p=high", "expects float"),
-        ("model.remat=maybe", "expects bool"),
+        ("model.logprob_chunk_size=many", "expects int"),
         ("optimizer.betas=a,b", "expects a tuple of float"),
     ],
 )
@@ -346,6 +346,10 @@ def test_sharding_overrides_match_sharding_rules():
         "fsdp",
         "tensor",
     )
+
+
+def test_unknown_remat_policy():
+    assert "model.remat: 'some'" in problems(tiny("model.remat=some"))
 
 
 def test_algorithm_names_checked_against_registries():

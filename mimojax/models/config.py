@@ -45,7 +45,7 @@ class ModelConfig:
     dtype: str = "float32"  # compute dtype
     param_dtype: str = "float32"  # storage dtype
     attention_impl: str = "xla"
-    remat: bool = False  # rematerialise each layer in the backward pass
+    remat: str = "none"  # per-layer rematerialisation policy: see decoder.REMAT_POLICIES
     bos_token_id: int | None = None
     eos_token_id: int | list[int] | None = None
     pad_token_id: int | None = None
@@ -55,6 +55,13 @@ class ModelConfig:
             raise ModelConfigError(
                 f"unknown model_type {self.model_type!r}; "
                 f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
+            )
+        from mimojax.models.remat import REMAT_POLICIES
+
+        if self.remat not in REMAT_POLICIES:
+            raise ModelConfigError(
+                f"unknown remat policy {self.remat!r} (model.remat); "
+                f"choose from: {', '.join(REMAT_POLICIES)}"
             )
         if self.num_heads % self.num_kv_heads:
             raise ModelConfigError(

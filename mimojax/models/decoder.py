@@ -16,6 +16,7 @@ from flax import nnx
 from mimojax.models.attention import attention
 from mimojax.models.config import ModelConfig
 from mimojax.models.kv_cache import KVCache, write_cache
+from mimojax.models.remat import apply_remat
 from mimojax.models.rope import apply_rope, rope_cos_sin
 
 _INIT_STD = 0.02  # HF initializer_range
@@ -174,8 +175,7 @@ class Decoder(nnx.Module):
             x, new_kv = decoder_block(p, x, cos_sin, mask_BxTxS, kv, cfg)
             return x, (None if new_kv is None else new_kv[:2])
 
-        if cfg.remat:
-            body = jax.checkpoint(body)
+        body = apply_remat(body, cfg.remat)
         kv_stack = None if cache is None else (cache.k_LxBxSxKxD, cache.v_LxBxSxKxD)
         x_BxTxE, new_kv = jax.lax.scan(body, x_BxTxE, (self.layers.stacked(), kv_stack))
         hidden_BxTxE = rms_norm(x_BxTxE, self.final_norm[...], cfg.rms_norm_eps)

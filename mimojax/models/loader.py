@@ -16,7 +16,7 @@ from mimojax.models.hf_io import load_hf_model, save_hf_model
 from mimojax.models.registry import NAMED_MODELS, TINY_MODELS, smollm2_gguf_path
 
 
-def _dtype_overrides(dtype: str, param_dtype: str | None, attention_impl: str, remat: bool):
+def _dtype_overrides(dtype: str, param_dtype: str | None, attention_impl: str, remat: str):
     return dict(
         dtype=dtype, param_dtype=param_dtype or dtype, attention_impl=attention_impl, remat=remat
     )
@@ -30,7 +30,7 @@ def load_model(
     param_dtype: str | None = None,
     rules: Mapping | None = None,
     attention_impl: str = "xla",
-    remat: bool = False,
+    remat: str = "none",
     seed: int = 0,
 ):
     """(model, tokenizer) from an HF directory, a .gguf file or a registered name.

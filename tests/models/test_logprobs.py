@@ -81,3 +81,22 @@ def test_never_materialises_float32_BxTxV():
     biggest = max(int(np.prod(s)) for s, d in shapes if v in s and len(s) >= 3)
     assert biggest <= B * 4 * v  # one [B, chunk, V] block at a time, forward and backward
     assert (B, T - 1, v) not in {s for s, _ in shapes}
+
+
+def test_remat_policies_give_the_same_gradients():
+    grads = {}
+    for policy in ("none", "full", "dots"):
+        model = Decoder(TINY_CONFIGS["qwen2"].replace(remat=policy), rngs=nnx.Rngs(0))
+        ids, mask = _inputs(model.config.vocab_size)
+        graphdef, state = nnx.split(model)
+
+        def loss(s):
+            logp, _ = token_logprobs(nnx.merge(graphdef, s), ids, mask, chunk=8)
+            return (logp * mask).sum()
+
+        grads[policy] = nnx.to_flat_state(jax.jit(jax.grad(loss))(state))
+    for policy in ("full", "dots"):
+        for (p, a), (_, b) in zip(grads["none"], grads[policy]):
+            np.testing.assert_allclose(
+                np.asarray(a[...]), np.asarray(b[...]), atol=1e-6, err_msg=f"{policy} {p}"
+            )

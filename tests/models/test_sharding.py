@@ -154,3 +154,12 @@ def test_save_from_sharded_model_round_trips(tmp_path):
         nnx.to_flat_state(nnx.state(again, nnx.Param)),
     ):
         np.testing.assert_array_equal(np.asarray(a[...]), np.asarray(b[...]), err_msg=str(p))
+
+
+def test_shard_module_moves_an_existing_model_onto_a_mesh():
+    model, _ = load_model("tiny-random-llama", seed=5)
+    before = np.asarray(model.layers.up_proj[...])
+    mesh, rules = sh.make_mesh(MESHES["fsdp_tensor"][0]), sh.get_rules("fsdp_tensor")
+    sh.shard_module(model, mesh, rules)
+    assert model.layers.up_proj[...].sharding.spec == P(None, "fsdp", "tensor")
+    np.testing.assert_array_equal(np.asarray(model.layers.up_proj[...]), before)

@@ -26,6 +26,14 @@ def _group_normalise(scores_B, group_ids_B, valid_B, num_groups, norm_by_std, ep
     return adv_B * valid_B
 
 
+def leave_one_out_B(scores_B, group_ids_B, valid_B, num_groups, alone_B):
+    """n/(n-1) * (r - group mean) = r - mean of the others; `alone_B` where a sample is alone."""
+    count_G, mean_G, _ = group_count_mean_std(scores_B, group_ids_B, valid_B, num_groups)
+    n_B = count_G[group_ids_B]
+    loo_B = (scores_B - mean_G[group_ids_B]) * n_B / jnp.maximum(n_B - 1.0, 1.0)
+    return jnp.where(n_B > 1, loo_B, alone_B) * valid_B
+
+
 def _done(adv_BxT):
     adv_BxT = jax.lax.stop_gradient(adv_BxT)
     return adv_BxT, adv_BxT
@@ -112,12 +120,8 @@ def rloo(
     r, mask, valid, G = prepare(
         "rloo", token_rewards_BxT, mask_BxT, group_ids_B, valid_B, num_groups, need_groups=True
     )
-    s, g = r.sum(-1), group_ids_B
-    count_G, mean_G, _ = group_count_mean_std(s, g, valid, G)
-    n_B = count_G[g]
-    loo_B = (s - mean_G[g]) * n_B / jnp.maximum(n_B - 1.0, 1.0)
-    adv_B = jnp.where(n_B > 1, loo_B, s) * valid
-    return _done(broadcast(adv_B, mask))
+    s = r.sum(-1)
+    return _done(broadcast(leave_one_out_B(s, group_ids_B, valid, G, alone_B=s), mask))
 
 
 @ADVANTAGE_ESTIMATORS.register("opo")

@@ -8,11 +8,9 @@ gets advantage 0, where `rloo` keeps the raw reward.
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 
 from mimojax.algos.advantages_common import broadcast, prepare
-from mimojax.algos.advantages_outcome import grpo
-from mimojax.algos.ops import group_count_mean_std
+from mimojax.algos.advantages_outcome import grpo, leave_one_out_B
 from mimojax.algos.registry import ADVANTAGE_ESTIMATORS
 
 # verl compute_grpo_vectorized_outcome_advantage: group_mean_std with eps=0 and the
@@ -45,9 +43,6 @@ def rloo_vectorized(
         num_groups,
         need_groups=True,
     )
-    s, g = r.sum(-1), group_ids_B
-    count_G, mean_G, _ = group_count_mean_std(s, g, valid, G)
-    n_B = count_G[g]
-    adv_B = jnp.where(n_B > 1, (s - mean_G[g]) * n_B / jnp.maximum(n_B - 1.0, 1.0), 0.0)
-    adv_BxT = jax.lax.stop_gradient(broadcast(adv_B * valid, mask))
+    adv_B = leave_one_out_B(r.sum(-1), group_ids_B, valid, G, alone_B=0.0)
+    adv_BxT = jax.lax.stop_gradient(broadcast(adv_B, mask))
     return adv_BxT, adv_BxT

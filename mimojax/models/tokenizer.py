@@ -13,6 +13,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -131,6 +132,9 @@ def tokenizer_from_gguf(gguf_path: str):
 
 def _save_atomically(tok, special: dict, cache_dir: str, meta_path: str) -> None:
     # Write to a temp dir and rename, so a concurrent reader never sees half a tokenizer.
+    # If another process won the race or the cache is read-only, the cache is simply skipped
+    # (the tokenizer in hand is complete) and the temp dir removed.
+    tmp = None
     try:
         os.makedirs(os.path.dirname(cache_dir), exist_ok=True)
         tmp = tempfile.mkdtemp(dir=os.path.dirname(cache_dir))
@@ -139,7 +143,8 @@ def _save_atomically(tok, special: dict, cache_dir: str, meta_path: str) -> None
             json.dump(special, f)
         os.rename(tmp, cache_dir)
     except OSError:
-        pass  # another process won the race, or the cache is read-only: nothing lost
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def qwen_tokenizer(variant: str = "qwen2"):

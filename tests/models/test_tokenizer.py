@@ -200,3 +200,17 @@ def test_missing_files_give_clear_errors(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(FileNotFoundError, match=rf"{re.escape(str(tmp_path))}.*tokenizer\.json"):
         T.load_hf_tokenizer(str(tmp_path))
+
+
+def test_gguf_tokenizer_disk_cache_and_lost_race(tmp_path, monkeypatch):
+    monkeypatch.setenv("MIMOJAX_CACHE", str(tmp_path))
+    first = T.tokenizer_from_gguf(_smollm2_gguf())
+    root = tmp_path / "gguf_tokenizers"
+    (entry,) = list(root.iterdir())
+    again = T.tokenizer_from_gguf(_smollm2_gguf())  # from the cache this time
+    text = "Hello world, 1234"
+    assert again.encode(text) == first.encode(text)
+    assert T.stop_token_ids(again) == T.stop_token_ids(first) == [2]
+    # A second writer losing the rename race leaves the cache as it was, no temp dirs behind.
+    T._save_atomically(first, {"eos": 2, "pad": 2}, str(entry), str(entry / "x.json"))
+    assert list(root.iterdir()) == [entry]

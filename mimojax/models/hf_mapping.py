@@ -29,6 +29,10 @@ class Rule:
     to_ours: Callable[[np.ndarray, ModelConfig], np.ndarray]
     to_hf: Callable[[np.ndarray, ModelConfig], np.ndarray]
 
+    def name(self, layer: int | None = None) -> str:
+        """The HF tensor name (of layer `layer`, for a per-layer rule)."""
+        return self.hf_name if layer is None else self.hf_name.format(l=layer)
+
     @property
     def per_layer(self) -> bool:
         return "{l}" in self.hf_name
@@ -131,7 +135,7 @@ def rules_for(cfg: ModelConfig) -> list[Rule]:
 
 def convert(rule: Rule, cfg: ModelConfig, read: Callable[[str], np.ndarray], layer=None):
     """Our slice for one HF tensor (layer `layer` of a per-layer rule), shape-checked."""
-    name = rule.hf_name if layer is None else rule.hf_name.format(l=layer)
+    name = rule.name(layer)
     x = read(name)
     if tuple(x.shape) != rule.hf_shape(cfg):
         raise WeightLoadError(
@@ -144,5 +148,4 @@ def convert(rule: Rule, cfg: ModelConfig, read: Callable[[str], np.ndarray], lay
 
 def to_hf(rule: Rule, cfg: ModelConfig, ours: np.ndarray, layer=None) -> tuple[str, np.ndarray]:
     """(HF name, HF tensor) for our parameter, or for one layer's slice of a per-layer one."""
-    name = rule.hf_name if layer is None else rule.hf_name.format(l=layer)
-    return name, np.ascontiguousarray(rule.to_hf(ours, cfg))
+    return rule.name(layer), np.ascontiguousarray(rule.to_hf(ours, cfg))

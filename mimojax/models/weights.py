@@ -29,11 +29,12 @@ def _load_param(rule: Rule, cfg: ModelConfig, read, sharding: NamedSharding, dty
     """
     if not rule.per_layer:
         return _place(convert(rule, cfg, read).astype(dtype), sharding)
-    layers = []
-    for l in range(cfg.num_layers):
-        host = convert(rule, cfg, read, l).astype(dtype)
-        spec = tuple(sharding.spec) + (None,) * (1 + host.ndim - len(sharding.spec))
-        layers.append(_place(host, NamedSharding(sharding.mesh, PartitionSpec(*spec[1:]))))
+    # The parameter's spec minus its leading `layers` entry (specs may omit trailing Nones).
+    layer_sharding = NamedSharding(sharding.mesh, PartitionSpec(*tuple(sharding.spec)[1:]))
+    layers = [
+        _place(convert(rule, cfg, read, l).astype(dtype), layer_sharding)
+        for l in range(cfg.num_layers)
+    ]
     return jax.jit(lambda *xs: jnp.stack(xs), out_shardings=sharding)(*layers)
 
 

@@ -5,9 +5,16 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from mimojax.models.logit_filters import processed_log_softmax
 
-def logprobs_from_hidden(hidden_BxTxE, lm_head_ExV, targets_BxT, temperature=1.0, chunk=128):
+
+def logprobs_from_hidden(
+    hidden_BxTxE, lm_head_ExV, targets_BxT, temperature=1.0, chunk=128, top_k=0, top_p=1.0
+):
     """log p(targets) and entropy [B, T] from hidden states, `chunk` time steps at a time.
+
+    With top_k / top_p, both are taken over the filtered distribution the engine sampled from
+    (mimojax.models.logit_filters), so they match the engine's returned log-probs.
 
     Each chunk's logits are recomputed in the backward pass (jax.checkpoint), so peak memory is
     one [B, chunk, V] float32 block in both directions.
@@ -26,9 +33,17 @@ def logprobs_from_hidden(hidden_BxTxE, lm_head_ExV, targets_BxT, temperature=1.0
         logits_BxCxV = jax.lax.dot(
             h_BxCxE.reshape(-1, e), lm_head_ExV, preferred_element_type=jnp.float32
         ).reshape(b, h_BxCxE.shape[1], -1)
-        logp_BxCxV = jax.nn.log_softmax(logits_BxCxV / temperature, axis=-1)
+        if top_k == 0 and top_p >= 1.0:
+            logp_BxCxV = jax.nn.log_softmax(logits_BxCxV / temperature, axis=-1)
+        else:
+            v = logits_BxCxV.shape[-1]
+            logp_BxCxV = processed_log_softmax(
+                logits_BxCxV.reshape(-1, v), temperature, top_k, top_p
+            ).reshape(logits_BxCxV.shape)
         logp_BxC = jnp.take_along_axis(logp_BxCxV, y_BxC[..., None], axis=-1)[..., 0]
-        entropy_BxC = -jnp.sum(jnp.exp(logp_BxCxV) * logp_BxCxV, axis=-1)
+        # Filtered tokens have p = 0 and log p = -inf; they add nothing to the entropy.
+        plogp_BxCxV = jnp.where(logp_BxCxV > -jnp.inf, jnp.exp(logp_BxCxV) * logp_BxCxV, 0.0)
+        entropy_BxC = -jnp.sum(plogp_BxCxV, axis=-1)
         return logp_BxC, entropy_BxC
 
     logp_NxBxC, entropy_NxBxC = jax.lax.map(
@@ -39,13 +54,21 @@ def logprobs_from_hidden(hidden_BxTxE, lm_head_ExV, targets_BxT, temperature=1.0
     return logp_BxT, entropy_BxT
 
 
-def token_logprobs(model, input_ids_BxT, attention_mask=None, temperature=1.0, chunk=128):
+def token_logprobs(
+    model, input_ids_BxT, attention_mask=None, temperature=1.0, chunk=128, top_k=0, top_p=1.0
+):
     """logp[b, t] = log p(input_ids[b, t] | input_ids[b, :t]) and the entropy of that
     distribution; column 0 (no context) is 0. Aligned with the ids so `response_mask_BxT`
     applies directly."""
     hidden_BxTxE = model.hidden_states(input_ids_BxT, attention_mask)
     logp_BxT, entropy_BxT = logprobs_from_hidden(
-        hidden_BxTxE[:, :-1], model.lm_head_weight(), input_ids_BxT[:, 1:], temperature, chunk
+        hidden_BxTxE[:, :-1],
+        model.lm_head_weight(),
+        input_ids_BxT[:, 1:],
+        temperature,
+        chunk,
+        top_k,
+        top_p,
     )
     zeros_Bx1 = jnp.zeros_like(logp_BxT[:, :1])
     return (

@@ -1,0 +1,383 @@
+"""JaxEngine: our generation engine behind JetStream's Engine API (final upstream shape).
+
+prefill (one prompt -> its KV and the first sampled token of each of its samples), insert /
+bulk_insert (prefix -> decode slots), generate (one token for every slot), free_resource. Each
+is jitted once per shape: prompts are padded to power-of-two buckets, so prefill compiles once
+per bucket and insert once per bucket; generate compiles once, with the decode state donated.
+Parameters are an argument of every jitted function, never a closed-over constant, so
+`update_params` swaps weights without recompiling.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from mimojax.engine.api import DecodeState, Prefix, ResultTokens, pack_result
+from mimojax.engine.sampling import SamplingParams, sample_key, sample_tokens
+from mimojax.models.kv_cache import KVCache, init_cache
+
+
+class EngineError(ValueError):
+    """A request or setting the engine cannot serve; the message names the setting."""
+
+
+def bucket_length(n: int, limit: int, minimum: int = 16) -> int:
+    """The padded prompt length: the next power of two >= n (at least `minimum`), <= limit."""
+    return min(limit, max(minimum, 1 << max(n - 1, 0).bit_length()))
+
+
+def _last_logits(model, hidden_BxTxE, index_B):
+    """float32 logits at one position per row (the LM head runs on those rows only)."""
+    last_BxE = jnp.take_along_axis(hidden_BxTxE, index_B[:, None, None], axis=1)[:, 0]
+    return jnp.dot(last_BxE, model.lm_head_weight(), preferred_element_type=jnp.float32)
+
+
+def _prefill(graphdef, params, ids_1xP, true_length, key_Nx2, temperature, top_k, top_p, prior):
+    """A Prefix for one prompt, continuing from `prior` (an existing Prefix) when given."""
+    model = nnx.merge(graphdef, params)
+    cfg = model.config
+    p = ids_1xP.shape[1]
+    if prior is None:
+        cache = init_cache(cfg, 1, p)
+        start = jnp.int32(0)
+    else:
+        p0 = prior.k_LxPxKxD.shape[1]
+        cache = init_cache(cfg, 1, p0 + p)
+        k = cache.k_LxBxSxKxD.at[:, 0, :p0].set(prior.k_LxPxKxD.astype(cache.k_LxBxSxKxD.dtype))
+        v = cache.v_LxBxSxKxD.at[:, 0, :p0].set(prior.v_LxPxKxD.astype(cache.v_LxBxSxKxD.dtype))
+        start = prior.true_length
+        cache = KVCache(k, v, jnp.reshape(start, (1,)))
+    hidden_1xPxE, cache = model.hidden_states(ids_1xP, cache=cache)
+    logits_1xV = _last_logits(model, hidden_1xPxE, jnp.reshape(true_length - 1, (1,)))
+    n = key_Nx2.shape[0]
+    full = lambda x: jnp.full((n,), x)
+    tokens_N, logp_N = sample_tokens(
+        jnp.broadcast_to(logits_1xV, (n, logits_1xV.shape[-1])),
+        key_Nx2,
+        jnp.zeros((n,), jnp.int32),
+        full(temperature),
+        full(top_k),
+        full(top_p),
+    )
+    prefix = Prefix(
+        cache.k_LxBxSxKxD[:, 0],
+        cache.v_LxBxSxKxD[:, 0],
+        (start + true_length).astype(jnp.int32),
+        tokens_N,
+        logp_N,
+        key_Nx2,
+        temperature,
+        top_k,
+        top_p,
+    )
+    result = pack_result(tokens_N, jnp.ones_like(tokens_N), jnp.ones_like(tokens_N), logp_N, n)
+    return prefix, result
+
+
+def _insert(prefix: Prefix, state: DecodeState, slot, sample) -> DecodeState:
+    """Copies sample `sample` of `prefix` into decode slot `slot` (both traced: one compile)."""
+    cache = state.cache
+    k = jax.lax.dynamic_update_slice(
+        cache.k_LxBxSxKxD, prefix.k_LxPxKxD[:, None].astype(cache.k_LxBxSxKxD.dtype), (0, slot, 0, 0, 0)
+    )
+    v = jax.lax.dynamic_update_slice(
+        cache.v_LxBxSxKxD, prefix.v_LxPxKxD[:, None].astype(cache.v_LxBxSxKxD.dtype), (0, slot, 0, 0, 0)
+    )
+    return DecodeState(
+        KVCache(k, v, cache.lengths_B.at[slot].set(prefix.true_length)),
+        state.tokens_B.at[slot].set(prefix.first_token_N[sample]),
+        state.generated_B.at[slot].set(1),
+        state.key_Bx2.at[slot].set(prefix.key_Nx2[sample]),
+        state.temperature_B.at[slot].set(prefix.temperature),
+        state.top_k_B.at[slot].set(prefix.top_k),
+        state.top_p_B.at[slot].set(prefix.top_p),
+    )
+
+
+def _generate(graphdef, params, state: DecodeState):
+    """One decode step for every slot: feed each slot's last token, sample the next one."""
+    model = nnx.merge(graphdef, params)
+    cache = state.cache
+    s = cache.k_LxBxSxKxD.shape[2]
+    # A full slot cannot take its last token into the cache: its output is marked invalid.
+    valid_B = cache.lengths_B < s
+    hidden_Bx1xE, cache = model.hidden_states(state.tokens_B[:, None], cache=cache)
+    logits_BxV = _last_logits(model, hidden_Bx1xE, jnp.zeros_like(state.tokens_B))
+    cache = cache._replace(lengths_B=jnp.minimum(cache.lengths_B + 1, s))
+    tokens_B, logp_B = sample_tokens(
+        logits_BxV,
+        state.key_Bx2,
+        state.generated_B,
+        state.temperature_B,
+        state.top_k_B,
+        state.top_p_B,
+    )
+    tokens_B = jnp.where(valid_B, tokens_B, state.tokens_B)
+    generated_B = state.generated_B + valid_B.astype(jnp.int32)
+    new_state = state._replace(cache=cache, tokens_B=tokens_B, generated_B=generated_B)
+    return new_state, pack_result(tokens_B, valid_B.astype(jnp.int32), generated_B, logp_B)
+
+
+class JaxEngine:
+    """Generation engine over a mimojax Decoder, with JetStream's Engine API.
+
+    `max_cache_length` bounds prompt + generated tokens per slot; `max_prefill_length` bounds
+    one prefill call. The engine keeps its own copy of the parameters (`load_params`) and a
+    `policy_version` that `update_params` bumps; drivers stamp it on every completion.
+    """
+
+    def __init__(
+        self,
+        model,
+        tokenizer=None,
+        *,
+        max_concurrent_decodes: int = 8,
+        max_prefill_length: int = 256,
+        max_cache_length: int = 512,
+        mesh: jax.sharding.Mesh | None = None,
+        min_prefill_bucket: int = 16,
+    ):
+        problems = []
+        if max_concurrent_decodes < 1:
+            problems.append(f"max_concurrent_decodes={max_concurrent_decodes} must be >= 1")
+        if max_prefill_length < 1:
+            problems.append(f"max_prefill_length={max_prefill_length} must be >= 1")
+        if max_cache_length < max_prefill_length + 1:
+            problems.append(
+                f"max_cache_length={max_cache_length} must exceed "
+                f"max_prefill_length={max_prefill_length} (room for generated tokens)"
+            )
+        if problems:
+            raise EngineError("JaxEngine: " + "; ".join(problems))
+        self.config = model.config
+        self.tokenizer = tokenizer
+        self._graphdef, self._params = nnx.split(model)
+        self._slots = max_concurrent_decodes
+        self._max_prefill = max_prefill_length
+        self._max_cache = max_cache_length
+        self._min_bucket = min(min_prefill_bucket, max_prefill_length)
+        self._mesh = mesh
+        self.policy_version = 0
+        eos = getattr(tokenizer, "mimojax_eos_token_ids", None)
+        if eos is None:
+            eos = [self.config.eos_token_id] if self.config.eos_token_id is not None else []
+        self.eos_token_ids: tuple[int, ...] = tuple(int(e) for e in eos)
+        self._prefill_jit = jax.jit(functools.partial(_prefill, self._graphdef))
+        self._insert_jit = jax.jit(_insert, donate_argnames=("state",))
+        self._generate_jit = jax.jit(
+            functools.partial(_generate, self._graphdef), donate_argnames=("state",)
+        )
+
+    # ------------------------------------------------------------ JetStream Engine API
+    def load_params(self, *args, **kwargs):
+        """The engine's parameters (an nnx.State), to pass to prefill / generate."""
+        return self._params
+
+    def init_decode_state(self, *args, **kwargs) -> DecodeState:
+        """Empty slots: a zeroed KV cache of max_concurrent_decodes x max_cache_length."""
+        b = self._slots
+        return DecodeState(
+            init_cache(self.config, b, self._max_cache),
+            jnp.zeros((b,), jnp.int32),
+            jnp.zeros((b,), jnp.int32),
+            jnp.zeros((b, 2), jnp.uint32),
+            jnp.zeros((b,), jnp.float32),
+            jnp.zeros((b,), jnp.int32),
+            jnp.ones((b,), jnp.float32),
+        )
+
+    def prefill(
+        self,
+        *,
+        params,
+        existing_prefix: Prefix | None = None,
+        padded_tokens,
+        true_length: int,
+        sampler: SamplingParams | None = None,
+        request_id=None,
+        rng_key=None,
+    ) -> tuple[Prefix, ResultTokens]:
+        """KV of a prompt and its first sampled token (one sample).
+
+        `sampler` takes JetStream's sampler slot: our SamplingParams (greedy when None).
+        `rng_key` overrides the key derived from sampler.seed (drivers pass per-request keys).
+        """
+        return self.prefill_multisampling(
+            params=params,
+            existing_prefix=existing_prefix,
+            padded_tokens=padded_tokens,
+            true_length=true_length,
+            sampler=sampler,
+            num_samples=1,
+            rng_keys=None if rng_key is None else [rng_key],
+        )
+
+    def prefill_multisampling(
+        self,
+        *,
+        params,
+        existing_prefix: Prefix | None = None,
+        padded_tokens,
+        true_length: int,
+        sampler: SamplingParams | None = None,
+        num_samples: int = 1,
+        request_id=None,
+        rng_keys: Sequence | None = None,
+    ) -> tuple[Prefix, ResultTokens]:
+        """One prefill, `num_samples` first tokens (a GRPO group shares its prompt's KV)."""
+        sampler = sampler or SamplingParams(temperature=0.0)
+        ids = np.asarray(padded_tokens, np.int32).reshape(-1)
+        true_length = int(true_length)
+        if not 1 <= true_length <= ids.shape[0]:
+            raise EngineError(f"prefill: true_length={true_length} outside [1, {ids.shape[0]}]")
+        if true_length > self._max_prefill:
+            raise EngineError(
+                f"prefill: prompt of {true_length} tokens exceeds "
+                f"max_prefill_length={self._max_prefill}"
+            )
+        prior_len = 0 if existing_prefix is None else int(existing_prefix.true_length)
+        prior_cap = 0 if existing_prefix is None else existing_prefix.k_LxPxKxD.shape[1]
+        p = bucket_length(true_length, self._max_prefill, self._min_bucket)
+        if prior_cap + p > self._max_cache or prior_len + true_length >= self._max_cache:
+            raise EngineError(
+                f"prefill: existing prefix ({prior_len} tokens) + prompt ({true_length}) does not "
+                f"fit max_cache_length={self._max_cache}"
+            )
+        ids_1xP = np.zeros((1, p), np.int32)
+        ids_1xP[0, :true_length] = ids[:true_length]
+        if rng_keys is None:
+            base = sample_key(sampler.seed)
+            rng_keys = [jax.random.fold_in(base, j) for j in range(num_samples)]
+        if len(rng_keys) != num_samples:
+            raise EngineError(f"prefill: {len(rng_keys)} rng_keys for num_samples={num_samples}")
+        return self._prefill_jit(
+            params,
+            jnp.asarray(ids_1xP),
+            jnp.int32(true_length),
+            jnp.stack([jnp.asarray(k, jnp.uint32) for k in rng_keys]),
+            jnp.float32(sampler.temperature),
+            jnp.int32(sampler.top_k),
+            jnp.float32(sampler.top_p),
+            existing_prefix,
+        )
+
+    def insert(self, prefix: Prefix, decode_state: DecodeState, slot: int, sample: int = 0):
+        """Puts sample `sample` of `prefix` into `slot`; its next input is that first token."""
+        self._check_slot(slot)
+        if prefix.k_LxPxKxD.shape[1] > self._max_cache:
+            raise EngineError(f"insert: prefix longer than max_cache_length={self._max_cache}")
+        return self._insert_jit(prefix, decode_state, jnp.int32(slot), jnp.int32(sample))
+
+    def bulk_insert(self, prefix: Prefix, decode_state: DecodeState, slots: Sequence[int]):
+        """Sample j of `prefix` into slots[j] (one prefill feeding a whole group)."""
+        if len(slots) > prefix.num_samples:
+            raise EngineError(f"bulk_insert: {len(slots)} slots for {prefix.num_samples} samples")
+        for j, slot in enumerate(slots):
+            decode_state = self.insert(prefix, decode_state, slot, sample=j)
+        return decode_state
+
+    def generate(self, params, decode_state: DecodeState, sampler=None):
+        """(new decode state, ResultTokens): one token for every slot. Donates decode_state."""
+        return self._generate_jit(params, decode_state)
+
+    def free_resource(self, slot: int) -> None:
+        """Nothing to release: a slot is reused by overwriting it at the next insert."""
+        self._check_slot(slot)
+
+    def get_prefix_destination_sharding(self):
+        """Where prefixes live: replicated over the engine's mesh (or the default device)."""
+        if self._mesh is None:
+            return jax.sharding.SingleDeviceSharding(jax.devices()[0])
+        return jax.sharding.NamedSharding(self._mesh, jax.sharding.PartitionSpec())
+
+    def get_tokenizer(self):
+        """The engine's HF tokenizer (JetStream adapters wrap it)."""
+        return self.tokenizer
+
+    def build_tokenizer(self, metadata=None):
+        """The tokenizer object to encode/decode with."""
+        return self.tokenizer if metadata is None else metadata
+
+    @property
+    def max_concurrent_decodes(self) -> int:
+        return self._slots
+
+    @property
+    def samples_per_slot(self) -> int:
+        return 1
+
+    @property
+    def max_prefill_length(self) -> int:
+        return self._max_prefill
+
+    @property
+    def max_cache_length(self) -> int:
+        return self._max_cache
+
+    @property
+    def mesh(self) -> jax.sharding.Mesh:
+        if self._mesh is None:
+            return jax.sharding.Mesh(np.array(jax.devices()[:1]), ("data",))
+        return self._mesh
+
+    @property
+    def colocated_cpus(self):
+        return None
+
+    @property
+    def use_chunked_prefill(self) -> bool:
+        return False
+
+    @property
+    def prefill_chunk_size(self) -> int:
+        return self._max_prefill
+
+    # ------------------------------------------------------------ beyond JetStream
+    def update_params(self, params, version: int | None = None) -> int:
+        """Swaps in new weights (an nnx.State or a model), cast and resharded to the engine's.
+
+        Dtypes and shardings are kept, so nothing recompiles. Returns the new policy_version
+        (`version`, or the old one + 1).
+        """
+        if isinstance(params, nnx.Module):
+            params = nnx.state(params)
+        new_leaves = jax.tree_util.tree_flatten_with_path(params)[0]
+        old_leaves, treedef = jax.tree_util.tree_flatten_with_path(self._params)
+        # Names without the trailing ".value", so a pure dict of arrays matches an nnx.State.
+        name = lambda path: jax.tree_util.keystr(path).removesuffix(".value")
+        new_by_name = {name(p): x for p, x in new_leaves}
+        old_names = [name(p) for p, _ in old_leaves]
+        missing = sorted(set(old_names) - set(new_by_name))
+        extra = sorted(set(new_by_name) - set(old_names))
+        if missing or extra:
+            raise EngineError(
+                f"update_params: parameter names differ (missing {missing[:3]}, extra {extra[:3]})"
+            )
+        placed = []
+        for name, (_, old) in zip(old_names, old_leaves):
+            new = new_by_name[name]
+            if tuple(new.shape) != tuple(old.shape):
+                raise EngineError(f"update_params: {name} has shape {new.shape}, want {old.shape}")
+            # Keep the engine's dtype and sharding: same avals, so no jitted function recompiles.
+            placed.append(jax.device_put(jnp.asarray(new, old.dtype), old.sharding))
+        self._params = jax.tree_util.tree_unflatten(treedef, placed)
+        self.policy_version = self.policy_version + 1 if version is None else int(version)
+        return self.policy_version
+
+    def compile_counts(self) -> dict[str, int]:
+        """How many times each jitted entry point has compiled (one per shape)."""
+        return {
+            "prefill": self._prefill_jit._cache_size(),
+            "insert": self._insert_jit._cache_size(),
+            "generate": self._generate_jit._cache_size(),
+        }
+
+    def _check_slot(self, slot: int) -> None:
+        if not 0 <= int(slot) < self._slots:
+            raise EngineError(f"slot {slot} outside [0, max_concurrent_decodes={self._slots})")

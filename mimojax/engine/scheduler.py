@@ -1,0 +1,268 @@
+"""Continuous batching over a JaxEngine: requests queue, slots refill as soon as one finishes.
+
+One `step()` inserts waiting samples into free slots (one prefill per request feeds all of its
+samples), runs one `generate` for every slot, and retires samples that hit a stop id, a stop
+sequence, max_new_tokens or the cache length. `submit` and `abort` only enqueue, so they are
+safe to call from another thread while a step runs (the async client relies on that).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import queue
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from mimojax.engine.engine import EngineError, JaxEngine
+from mimojax.engine.sampling import SamplingParams, sample_key
+
+PROMPT_OVERFLOW = ("error", "truncate_left")
+
+
+@dataclasses.dataclass
+class Completion:
+    """One sampled continuation: exact token ids, their processed log-probs and provenance."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str  # "stop" (stop id / sequence), "length" (max_new_tokens / cache), "abort"
+    policy_version: int  # engine weights version when its first token was sampled
+    policy_version_last: int  # ... and when its last token was (differs if weights changed)
+    prompt_length: int
+    prompt_truncated: int = 0  # prompt tokens dropped by prompt_overflow="truncate_left"
+    queue_s: float = 0.0  # submit -> prefill start
+    ttft_s: float = 0.0  # submit -> first token
+    latency_s: float = 0.0  # submit -> finished
+
+
+@dataclasses.dataclass
+class _Request:
+    request_id: object
+    prompt_ids: list[int]
+    sampling: SamplingParams
+    keys: list
+    stop_ids: frozenset[int]
+    truncated: int
+    submitted: float
+    on_done: Callable | None
+    outputs: list = dataclasses.field(default_factory=list)
+    prefix: object = None
+    first: tuple | None = None
+    next_sample: int = 0
+    remaining: int = 0
+    aborted: bool = False
+    t_prefill: float = 0.0
+    t_first: float = 0.0
+
+
+@dataclasses.dataclass
+class _Live:
+    request: _Request
+    sample: int
+    tokens: list[int]
+    logprobs: list[float]
+    version: int
+
+
+class Scheduler:
+    """Slot bookkeeping and stopping rules around an engine's prefill/insert/generate."""
+
+    def __init__(self, engine: JaxEngine, prompt_overflow: str = "error"):
+        if prompt_overflow not in PROMPT_OVERFLOW:
+            raise EngineError(f"prompt_overflow={prompt_overflow!r}; choose from {PROMPT_OVERFLOW}")
+        self.engine = engine
+        self.prompt_overflow = prompt_overflow
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._pending: collections.deque[_Request] = collections.deque()
+        self._by_id: dict[object, _Request] = {}
+        self._live: dict[int, _Live] = {}
+        self._state = engine.init_decode_state()
+        self._unfinished = 0
+        self.stats = collections.Counter()
+
+    # ------------------------------------------------------------ thread-safe entry points
+    def submit(
+        self,
+        request_id,
+        prompt_ids: Sequence[int],
+        sampling: SamplingParams,
+        n: int = 1,
+        keys: Sequence | None = None,
+        on_done: Callable | None = None,
+    ) -> _Request:
+        """Queues `n` samples of one prompt; `on_done(request)` runs when all have finished."""
+        prompt = [int(t) for t in prompt_ids]
+        if not prompt:
+            raise EngineError(f"request {request_id!r}: empty prompt")
+        if n < 1:
+            raise EngineError(f"request {request_id!r}: n={n} must be >= 1")
+        limit = self.engine.max_prefill_length
+        truncated = 0
+        if len(prompt) > limit:
+            if self.prompt_overflow == "error":
+                raise EngineError(
+                    f"request {request_id!r}: prompt of {len(prompt)} tokens exceeds "
+                    f"max_prefill_length={limit} (or set prompt_overflow='truncate_left')"
+                )
+            truncated = len(prompt) - limit
+            prompt = prompt[-limit:]
+        keys = list(keys) if keys is not None else [sample_key(sampling.seed, j) for j in range(n)]
+        req = _Request(
+            request_id,
+            prompt,
+            sampling,
+            keys,
+            sampling.stop_ids(self.engine.eos_token_ids),
+            truncated,
+            time.perf_counter(),
+            on_done,
+            outputs=[None] * n,
+            remaining=n,
+        )
+        self._inbox.put(("submit", req))
+        return req
+
+    def abort(self, request_id) -> None:
+        """Ends a request's samples at the next step with finish_reason "abort"."""
+        self._inbox.put(("abort", request_id))
+
+    # ------------------------------------------------------------ the loop (one thread)
+    @property
+    def busy(self) -> bool:
+        return bool(self._pending or self._live or not self._inbox.empty())
+
+    def step(self) -> list[_Request]:
+        """One scheduling round and one decode step; returns the requests that finished."""
+        done: list[_Request] = []
+        self._drain_inbox(done)
+        self._fill_slots(done)
+        if self._live:
+            self._decode(done)
+        return done
+
+    def _drain_inbox(self, done):
+        while not self._inbox.empty():
+            kind, item = self._inbox.get()
+            if kind == "submit":
+                self._pending.append(item)
+                self._by_id[item.request_id] = item
+                self.stats["requests"] += 1
+                self.stats["prompt_truncated"] += bool(item.truncated)
+                continue
+            req = self._by_id.get(item)
+            if req is None or req.aborted:
+                continue
+            req.aborted = True
+            for slot, live in list(self._live.items()):
+                if live.request is req:
+                    del self._live[slot]
+                    self._finish(live, "abort", done)
+            while req.next_sample < len(req.outputs):
+                self._finish(self._new_live(req, req.next_sample, []), "abort", done)
+                req.next_sample += 1
+
+    def _new_live(self, req, j, tokens, logprobs=None):
+        return _Live(req, j, tokens, logprobs or [], self.engine.policy_version)
+
+    def _fill_slots(self, done):
+        free = [s for s in range(self.engine.max_concurrent_decodes) if s not in self._live]
+        while free and self._pending:
+            req = self._pending[0]
+            if req.aborted or req.next_sample >= len(req.outputs):
+                self._pending.popleft()
+                continue
+            if req.prefix is None:
+                self._prefill(req)
+            while free and req.next_sample < len(req.outputs):
+                j = req.next_sample
+                req.next_sample += 1
+                live = self._new_live(req, j, [int(req.first[0][j])], [float(req.first[1][j])])
+                reason = self._stop_reason(live)
+                if reason:
+                    self._finish(live, reason, done)
+                    continue
+                slot = free.pop(0)
+                self._state = self.engine.insert(req.prefix, self._state, slot, sample=j)
+                self._live[slot] = live
+            if req.next_sample >= len(req.outputs):
+                self._pending.popleft()
+                req.prefix = None  # its KV now lives in the slots
+
+    def _prefill(self, req: _Request):
+        engine = self.engine
+        req.t_prefill = time.perf_counter()
+        prefix, first = engine.prefill_multisampling(
+            params=engine.load_params(),
+            padded_tokens=np.asarray(req.prompt_ids, np.int32),
+            true_length=len(req.prompt_ids),
+            sampler=req.sampling,
+            num_samples=len(req.outputs),
+            rng_keys=req.keys,
+        )
+        req.prefix = prefix
+        req.first = (np.asarray(prefix.first_token_N), np.asarray(prefix.first_logprob_N))
+        req.t_first = time.perf_counter()
+        self.stats["prefill_s"] += req.t_first - req.t_prefill
+        self.stats["prefills"] += 1
+        self.stats["prompt_tokens"] += len(req.prompt_ids)
+
+    def _decode(self, done):
+        t0 = time.perf_counter()
+        self._state, result = self.engine.generate(self.engine.load_params(), self._state)
+        result = result.convert_to_numpy()
+        self.stats["decode_s"] += time.perf_counter() - t0
+        self.stats["decode_steps"] += 1
+        self.stats["slot_steps_used"] += len(self._live)
+        for slot, live in list(self._live.items()):
+            row = result.get_result_at_slot(slot)
+            if not row.valid[0, 0]:
+                del self._live[slot]
+                self._finish(live, "length", done)
+                continue
+            live.tokens.append(int(row.tokens[0, 0]))
+            live.logprobs.append(float(row.log_prob[0, 0]))
+            reason = self._stop_reason(live)
+            if reason:
+                del self._live[slot]
+                self._finish(live, reason, done)
+
+    def _stop_reason(self, live: _Live) -> str | None:
+        req, tokens = live.request, live.tokens
+        if tokens[-1] in req.stop_ids:
+            return "stop"
+        for seq in req.sampling.stop_sequences or ():
+            if len(tokens) >= len(seq) and tokens[-len(seq) :] == list(seq):
+                return "stop"
+        if len(tokens) >= req.sampling.max_new_tokens:
+            return "length"
+        # The next step must write the last token into the cache: is there room?
+        if len(req.prompt_ids) + len(tokens) > self.engine.max_cache_length:
+            return "length"
+        return None
+
+    def _finish(self, live: _Live, reason: str, done: list):
+        req = live.request
+        now = time.perf_counter()
+        req.outputs[live.sample] = Completion(
+            token_ids=live.tokens,
+            logprobs=live.logprobs,
+            finish_reason=reason,
+            policy_version=live.version,
+            policy_version_last=self.engine.policy_version,
+            prompt_length=len(req.prompt_ids),
+            prompt_truncated=req.truncated,
+            queue_s=(req.t_prefill or now) - req.submitted,
+            ttft_s=(req.t_first or now) - req.submitted,
+            latency_s=now - req.submitted,
+        )
+        self.stats["completion_tokens"] += len(live.tokens)
+        self.stats[f"finish_{reason}"] += 1
+        req.remaining -= 1
+        if req.remaining == 0:
+            self._by_id.pop(req.request_id, None)
+            done.append(req)
+            if req.on_done is not None:
+                req.on_done(req)

@@ -104,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--temperature", type=_non_negative_float, default=0.0, help="0 = greedy (default)"
     )
+    gen.add_argument("--top-k", type=int, default=0, help="0 = off (default)")
+    gen.add_argument("--top-p", type=float, default=1.0, help="1 = off (default)")
+    gen.add_argument("--n", type=_positive_int, default=1, help="samples per prompt")
+    gen.add_argument("--slots", type=_positive_int, default=8, help="concurrent decode slots")
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument(
         "--no-chat-template",
@@ -227,9 +231,19 @@ def eos_token_ids(tokenizer: Any) -> list[int]:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """Load a model, sample an answer to each prompt and print it."""
+    from mimojax.engine import JaxEngine, SamplingError, SamplingParams, bucket_length, generate
     from mimojax.models import load_model
-    from mimojax.models.sampling import generate_tokens
 
+    try:
+        sampling = SamplingParams(
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            seed=args.seed,
+            max_new_tokens=args.max_new_tokens,
+        )
+    except SamplingError as e:
+        raise SystemExit(f"mimojax generate: {e}") from None
     started = time.perf_counter()
     print(f"loading {args.model} ...", file=sys.stderr, flush=True)
     model, tokenizer = load_model(args.model, dtype=args.dtype)
@@ -243,28 +257,37 @@ def cmd_generate(args: argparse.Namespace) -> int:
     prompt_ids = [
         encode_prompt(tokenizer, p, chat_template=not args.no_chat_template) for p in args.prompt
     ]
-    started = time.perf_counter()
-    new_ids = generate_tokens(
+    longest = max(map(len, prompt_ids))
+    prefill = bucket_length(longest, limit=1 << 30)
+    engine = JaxEngine(
         model,
-        prompt_ids,
-        max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature,
-        seed=args.seed,
-        eos_token_ids=eos_token_ids(tokenizer),
+        tokenizer,
+        max_concurrent_decodes=args.slots,
+        max_prefill_length=prefill,
+        max_cache_length=prefill + args.max_new_tokens,
     )
-    n_new, seconds = sum(map(len, new_ids)), time.perf_counter() - started
+    engine.eos_token_ids = tuple(eos_token_ids(tokenizer))
+    started = time.perf_counter()
+    stats: dict = {}
+    out = generate(engine, prompt_ids, n=args.n, sampling=sampling, progress=True, stats=stats)
+    seconds = time.perf_counter() - started
+    n_new = stats["completion_tokens"]
     print(
-        f"generated {n_new} tokens in {seconds:.1f} s incl. compile ({n_new / seconds:.1f} tok/s)",
+        f"generated {n_new} tokens in {seconds:.1f} s incl. compile ({n_new / seconds:.1f} tok/s; "
+        f"decode {stats['decode_s']:.1f} s, prefill {stats['prefill_s']:.1f} s)",
         file=sys.stderr,
         flush=True,
     )
+    new_ids = [[c.token_ids for c in samples] for samples in out]
     several = len(args.prompt) > 1
-    for i, (prompt, ids) in enumerate(zip(args.prompt, new_ids, strict=True)):
-        if several:
-            print(f"### [{i}] {prompt}")
-        print(tokenizer.decode(list(ids), skip_special_tokens=True))
-        if several:
-            print()
+    several = several or args.n > 1
+    for i, (prompt, samples) in enumerate(zip(args.prompt, new_ids, strict=True)):
+        for j, ids in enumerate(samples):
+            if several:
+                print(f"### [{i}.{j}] {prompt}" if args.n > 1 else f"### [{i}] {prompt}")
+            print(tokenizer.decode(list(ids), skip_special_tokens=True))
+            if several:
+                print()
     return 0
 
 

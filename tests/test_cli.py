@@ -106,8 +106,8 @@ def test_encode_prompt_and_eos_ids():
 
 def test_generate_runs_a_real_tiny_model(capsys):
     """In-process `mimojax generate` on the tiny random Llama: same tokens as the library."""
+    from mimojax.engine import JaxEngine, SamplingParams, generate
     from mimojax.models import load_model
-    from mimojax.models.sampling import generate_tokens
     from mimojax.models.tokenizer import encode_chat, stop_token_ids
 
     argv = ["generate", "--model", "tiny-random-llama", "--prompt", "ab", "--prompt", "c"]
@@ -116,7 +116,11 @@ def test_generate_runs_a_real_tiny_model(capsys):
     captured = capsys.readouterr()
     model, tok = load_model("tiny-random-llama")
     prompts = [encode_chat(tok, [{"role": "user", "content": p}]) for p in ("ab", "c")]
-    want = generate_tokens(model, prompts, 5, 1.0, seed=4, eos_token_ids=stop_token_ids(tok))
+    engine = JaxEngine(model, tok, max_prefill_length=64, max_cache_length=80)
+    sampling = SamplingParams(
+        temperature=1.0, seed=4, max_new_tokens=5, stop_token_ids=stop_token_ids(tok)
+    )
+    want = [r[0].token_ids for r in generate(engine, prompts, sampling=sampling)]
     for i, ids in enumerate(want):
         assert f"### [{i}]" in captured.out
         assert tok.decode(ids, skip_special_tokens=True) in captured.out

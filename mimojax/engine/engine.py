@@ -83,12 +83,10 @@ def _prefill(graphdef, params, ids_1xP, true_length, key_Nx2, temperature, top_k
 def _insert(prefix: Prefix, state: DecodeState, slot, sample) -> DecodeState:
     """Copies sample `sample` of `prefix` into decode slot `slot` (both traced: one compile)."""
     cache = state.cache
-    k = jax.lax.dynamic_update_slice(
-        cache.k_LxBxSxKxD, prefix.k_LxPxKxD[:, None].astype(cache.k_LxBxSxKxD.dtype), (0, slot, 0, 0, 0)
-    )
-    v = jax.lax.dynamic_update_slice(
-        cache.v_LxBxSxKxD, prefix.v_LxPxKxD[:, None].astype(cache.v_LxBxSxKxD.dtype), (0, slot, 0, 0, 0)
-    )
+    at = (0, slot, 0, 0, 0)
+    dt = cache.k_LxBxSxKxD.dtype
+    k = jax.lax.dynamic_update_slice(cache.k_LxBxSxKxD, prefix.k_LxPxKxD[:, None].astype(dt), at)
+    v = jax.lax.dynamic_update_slice(cache.v_LxBxSxKxD, prefix.v_LxPxKxD[:, None].astype(dt), at)
     return DecodeState(
         KVCache(k, v, cache.lengths_B.at[slot].set(prefix.true_length)),
         state.tokens_B.at[slot].set(prefix.first_token_N[sample]),
@@ -157,7 +155,10 @@ class JaxEngine:
             raise EngineError("JaxEngine: " + "; ".join(problems))
         self.config = model.config
         self.tokenizer = tokenizer
-        self._graphdef, self._params = nnx.split(model)
+        self._graphdef, params = nnx.split(model)
+        # Committed arrays (explicit sharding) from the start: jit keys its cache on
+        # committedness, and update_params hands in committed arrays.
+        self._params = jax.tree.map(lambda x: jax.device_put(x, x.sharding), params)
         self._slots = max_concurrent_decodes
         self._max_prefill = max_prefill_length
         self._max_cache = max_cache_length
@@ -182,7 +183,7 @@ class JaxEngine:
     def init_decode_state(self, *args, **kwargs) -> DecodeState:
         """Empty slots: a zeroed KV cache of max_concurrent_decodes x max_cache_length."""
         b = self._slots
-        return DecodeState(
+        state = DecodeState(
             init_cache(self.config, b, self._max_cache),
             jnp.zeros((b,), jnp.int32),
             jnp.zeros((b,), jnp.int32),
@@ -191,6 +192,7 @@ class JaxEngine:
             jnp.zeros((b,), jnp.int32),
             jnp.ones((b,), jnp.float32),
         )
+        return jax.device_put(state, self.get_prefix_destination_sharding())
 
     def prefill(
         self,

@@ -43,7 +43,11 @@ def generate(
         for i, (prompt, sp, rid) in enumerate(zip(prompts, per_prompt, ids))
     ]
     bar = tqdm(
-        total=len(prompts) * n, desc="generate", unit="sample", file=sys.stderr, disable=not progress
+        total=len(prompts) * n,
+        desc="generate",
+        unit="sample",
+        file=sys.stderr,
+        disable=not progress,
     )
     while sched.busy:
         finished = sched.step()

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
+from mimojax.engine import JaxEngine, SamplingParams, generate
 from mimojax.models import load_model, token_logprobs
 from mimojax.models.registry import smollm2_gguf_path
-from mimojax.models.sampling import generate_tokens
 from mimojax.models.tokenizer import encode_chat, stop_token_ids
 
 pytestmark = pytest.mark.smollm2
@@ -54,7 +54,11 @@ def test_logits_match_transformers_gguf_loader(smollm2):
 def test_greedy_answer_is_paris(smollm2):
     model, tok = smollm2
     prompts = [_chat(tok, "What is the capital of France?"), _chat(tok, "Say hello.")]
-    out = generate_tokens(model, prompts, max_new_tokens=24, eos_token_ids=stop_token_ids(tok))
+    engine = JaxEngine(model, tok, max_prefill_length=64, max_cache_length=96)
+    sampling = SamplingParams(
+        temperature=0.0, max_new_tokens=24, stop_token_ids=stop_token_ids(tok)
+    )
+    out = [r[0].token_ids for r in generate(engine, prompts, sampling=sampling)]
     assert "Paris" in tok.decode(out[0])
     assert out[0][-1] in stop_token_ids(tok)  # stopped at <|im_end|>, not at the length limit
 

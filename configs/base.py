@@ -64,6 +64,8 @@ def get_config(arg=None):
     r.max_new_tokens = 1024  # response tokens at most (verl: data.max_response_length)
     r.max_concurrent_decodes = 256  # sequences decoded at once (verl: rollout.max_num_seqs)
     r.stop_token_ids = ()  # extra ids that end a response, besides the tokenizer's EOS ids
+    r.prompt_overflow = "error"  # prompt > data.max_prompt_length: "error" | "truncate_left"
+    r.seed = 0  # sampling seed; each prompt and sample derives its own key from it
 
     cfg.algorithm = a = ConfigDict()
     a.adv_estimator = "grpo"  # advantage estimator name (verl: algorithm.adv_estimator)

@@ -163,6 +163,10 @@ class JaxEngine:
         self._max_prefill = max_prefill_length
         self._max_cache = max_cache_length
         self._min_bucket = min(min_prefill_bucket, max_prefill_length)
+        # Default to the mesh the model's parameters already live on (a trainer's mesh).
+        if mesh is None:
+            first = jax.tree.leaves(self._params)[0].sharding
+            mesh = first.mesh if isinstance(first, jax.sharding.NamedSharding) else None
         self._mesh = mesh
         self.policy_version = 0
         eos = getattr(tokenizer, "mimojax_eos_token_ids", None)
@@ -170,9 +174,15 @@ class JaxEngine:
             eos = [self.config.eos_token_id] if self.config.eos_token_id is not None else []
         self.eos_token_ids: tuple[int, ...] = tuple(int(e) for e in eos)
         self._prefill_jit = jax.jit(functools.partial(_prefill, self._graphdef))
-        self._insert_jit = jax.jit(_insert, donate_argnames=("state",))
+        # Explicit output shardings keep the decode state's layout fixed across calls, so
+        # the jitted functions never see a new input sharding (no recompiles).
+        state_sh = self._decode_state_shardings()
+        replicated = self.get_prefix_destination_sharding()
+        self._insert_jit = jax.jit(_insert, donate_argnames=("state",), out_shardings=state_sh)
         self._generate_jit = jax.jit(
-            functools.partial(_generate, self._graphdef), donate_argnames=("state",)
+            functools.partial(_generate, self._graphdef),
+            donate_argnames=("state",),
+            out_shardings=(state_sh, replicated),
         )
 
     # ------------------------------------------------------------ JetStream Engine API
@@ -192,7 +202,19 @@ class JaxEngine:
             jnp.zeros((b,), jnp.int32),
             jnp.ones((b,), jnp.float32),
         )
-        return jax.device_put(state, self.get_prefix_destination_sharding())
+        return jax.device_put(state, self._decode_state_shardings())
+
+    def _decode_state_shardings(self) -> DecodeState:
+        """Slots split over the mesh's data-parallel axes when they divide evenly."""
+        replicated = self.get_prefix_destination_sharding()
+        if self._mesh is None:
+            return DecodeState(KVCache(*[replicated] * 3), *[replicated] * 6)
+        P = jax.sharding.PartitionSpec
+        axes = tuple(a for a in ("data", "fsdp") if a in self._mesh.shape)
+        ways = int(np.prod([self._mesh.shape[a] for a in axes])) if axes else 1
+        batch = axes if axes and self._slots % ways == 0 else None
+        kv = jax.sharding.NamedSharding(self._mesh, P(None, batch))
+        return DecodeState(KVCache(kv, kv, replicated), *[replicated] * 6)
 
     def prefill(
         self,

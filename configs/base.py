@@ -23,7 +23,7 @@ def get_config(arg=None):
     m.name_or_path = "smollm2-135m-instruct"  # registry name, HF dir, or .gguf (verl: model.path)
     m.dtype = "bfloat16"  # compute dtype: "float32" | "bfloat16"
     m.param_dtype = "float32"  # dtype of stored weights and optimizer state
-    m.attention_impl = "xla"  # attention kernel; "xla" is the portable reference
+    m.attention_impl = "xla"  # attention: "xla" (portable) | "pallas" (our kernels) | "cudnn"
     m.value_head = False  # add a scalar value head (the critic); needed by adv_estimator="gae"
     m.remat = "dots"  # layer recompute in backward: none|full|dots (verl: gradient_checkpointing)
     m.logprob_chunk_size = 1024  # tokens per logits chunk when computing logprobs; 0 = no chunks

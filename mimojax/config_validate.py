@@ -162,6 +162,11 @@ def _check_model_and_sharding(cfg: ConfigDict, bad) -> None:
 
     if cfg.model.remat not in REMAT_POLICIES:
         bad(f"model.remat: '{cfg.model.remat}' is not one of {tuple(REMAT_POLICIES)}")
+    from mimojax.models.attention import ATTENTION_IMPLS
+
+    if cfg.model.attention_impl not in ATTENTION_IMPLS:
+        known = ", ".join(sorted(ATTENTION_IMPLS))
+        bad(f"model.attention_impl: unknown name '{cfg.model.attention_impl}'; registered: {known}")
     if cfg.model.logprob_chunk_size < 0:
         bad(f"model.logprob_chunk_size: must be >= 0, got {cfg.model.logprob_chunk_size}")
     from mimojax.sharding import RULES_PRESETS

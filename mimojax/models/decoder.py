@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from mimojax.models.attention import attention
+from mimojax.models.attention import AttentionMask, attention, cache_mask, causal_mask
 from mimojax.models.config import ModelConfig
 from mimojax.models.kv_cache import KVCache, write_cache
 from mimojax.models.remat import apply_remat
@@ -85,7 +85,7 @@ def dense(x, w, n_in: int = 1):
     return (x2 @ w.reshape(math.prod(w_in), -1)).reshape(*lead, *w_out)
 
 
-def decoder_block(p: dict, x_BxTxE, cos_sin, mask_BxTxS, kv, cfg: ModelConfig):
+def decoder_block(p: dict, x_BxTxE, cos_sin, mask: AttentionMask, kv, cfg: ModelConfig):
     """One block: x + attn(norm(x)); then x + mlp(norm(x)). `kv` is this layer's cache or None."""
     dt = jnp.dtype(cfg.dtype)
     p = {k: v.astype(dt) for k, v in p.items()}
@@ -108,9 +108,7 @@ def decoder_block(p: dict, x_BxTxE, cos_sin, mask_BxTxS, kv, cfg: ModelConfig):
     else:
         new_kv = write_cache(kv, k_BxTxKxD, v_BxTxKxD)
         keys_BxSxKxD, values_BxSxKxD = new_kv[0].astype(dt), new_kv[1].astype(dt)
-    attn_BxTxHxD = attention(
-        q_BxTxHxD, keys_BxSxKxD, values_BxSxKxD, mask_BxTxS, impl=cfg.attention_impl
-    )
+    attn_BxTxHxD = attention(q_BxTxHxD, keys_BxSxKxD, values_BxSxKxD, mask, impl=cfg.attention_impl)
     x_BxTxE = x_BxTxE + dense(attn_BxTxHxD, p["o_proj"], n_in=2)
     h = rms_norm(x_BxTxE, p["mlp_norm"], cfg.rms_norm_eps)
     gate_BxTxM = dense(h, p["gate_proj"])
@@ -157,14 +155,12 @@ class Decoder(nnx.Module):
                 attention_mask = jnp.ones((b, t), jnp.int32)
             if positions is None:
                 positions = default_positions(attention_mask)
-            causal_TxT = jnp.tril(jnp.ones((t, t), bool))
-            mask_BxTxS = causal_TxT[None] & attention_mask.astype(bool)[:, None, :]
+            mask = causal_mask(attention_mask)
         else:
             offsets_BxT = cache.lengths_B[:, None] + jnp.arange(t)[None, :]
             if positions is None:
                 positions = offsets_BxT
-            s = cache.k_LxBxSxKxD.shape[2]
-            mask_BxTxS = jnp.arange(s)[None, None, :] <= offsets_BxT[:, :, None]
+            mask = cache_mask(cache.lengths_B, t)
         cos_sin = rope_cos_sin(positions, cfg)
         x_BxTxE = jnp.take(self.embed[...], input_ids_BxT, axis=0).astype(jnp.dtype(cfg.dtype))
 
@@ -172,7 +168,7 @@ class Decoder(nnx.Module):
             p, kv = layer
             if kv is not None:
                 kv = (kv[0], kv[1], cache.lengths_B)
-            x, new_kv = decoder_block(p, x, cos_sin, mask_BxTxS, kv, cfg)
+            x, new_kv = decoder_block(p, x, cos_sin, mask, kv, cfg)
             return x, (None if new_kv is None else new_kv[:2])
 
         body = apply_remat(body, cfg.remat)

@@ -15,9 +15,7 @@ def test_engine_walkthrough_executes():
     NotebookClient(
         nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
     ).execute()
-    text = "".join(
-        o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
-    )
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "Paris" in text
     gap = float(text.split("max |engine - trainer| =")[1].split()[0])
     assert gap < 1e-3

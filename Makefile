@@ -34,6 +34,7 @@ test-fast: setup
 
 bench: setup
 	$(BIN)/python scripts/bench_forward.py
+	$(BIN)/python scripts/bench_generate.py
 
 lint: setup
 	$(BIN)/ruff check mimojax envs kernels configs tests scripts

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from mimojax.models.kv_cache import KVCache
+from mimojax.engine.forward import LayerCaches
 
 
 @struct.dataclass
@@ -71,8 +71,8 @@ def pack_result(tokens_N, valid_N, lengths_N, logp_N, samples_per_slot: int = 1)
 class Prefix(NamedTuple):
     """A prefilled prompt: its KV, true length, and the first token of each of its samples."""
 
-    k_LxPxKxD: jax.Array
-    v_LxPxKxD: jax.Array
+    k_L: tuple  # per layer, k_PxKxD
+    v_L: tuple
     true_length: jax.Array  # int32 scalar
     first_token_N: jax.Array  # int32, one per sample
     first_logprob_N: jax.Array
@@ -89,7 +89,7 @@ class Prefix(NamedTuple):
 class DecodeState(NamedTuple):
     """Per-slot state of the decode batch; `generate` donates and returns it."""
 
-    cache: KVCache  # lengths_B = tokens already in the cache
+    cache: LayerCaches  # lengths_B = tokens already in the cache
     tokens_B: jax.Array  # the last sampled token, the next step's input
     generated_B: jax.Array  # tokens generated so far (the prefill token counts)
     key_Bx2: jax.Array  # each slot's sample key; token i uses fold_in(key, i)

@@ -19,8 +19,14 @@ import numpy as np
 from flax import nnx
 
 from mimojax.engine.api import DecodeState, Prefix, ResultTokens, pack_result
+from mimojax.engine.forward import (
+    LayerCaches,
+    cached_hidden,
+    engine_params,
+    init_layer_caches,
+    logits_at,
+)
 from mimojax.engine.sampling import SamplingParams, sample_key, sample_tokens
-from mimojax.models.kv_cache import KVCache, init_cache
 
 
 class EngineError(ValueError):
@@ -32,29 +38,25 @@ def bucket_length(n: int, limit: int, minimum: int = 16) -> int:
     return min(limit, max(minimum, 1 << max(n - 1, 0).bit_length()))
 
 
-def _last_logits(model, hidden_BxTxE, index_B):
-    """float32 logits at one position per row (the LM head runs on those rows only)."""
-    last_BxE = jnp.take_along_axis(hidden_BxTxE, index_B[:, None, None], axis=1)[:, 0]
-    return jnp.dot(last_BxE, model.lm_head_weight(), preferred_element_type=jnp.float32)
-
-
-def _prefill(graphdef, params, ids_1xP, true_length, key_Nx2, temperature, top_k, top_p, prior):
+def _prefill(cfg, params, ids_1xP, true_length, key_Nx2, temperature, top_k, top_p, prior):
     """A Prefix for one prompt, continuing from `prior` (an existing Prefix) when given."""
-    model = nnx.merge(graphdef, params)
-    cfg = model.config
     p = ids_1xP.shape[1]
     if prior is None:
-        cache = init_cache(cfg, 1, p)
+        caches = init_layer_caches(cfg, 1, p)
         start = jnp.int32(0)
     else:
-        p0 = prior.k_LxPxKxD.shape[1]
-        cache = init_cache(cfg, 1, p0 + p)
-        k = cache.k_LxBxSxKxD.at[:, 0, :p0].set(prior.k_LxPxKxD.astype(cache.k_LxBxSxKxD.dtype))
-        v = cache.v_LxBxSxKxD.at[:, 0, :p0].set(prior.v_LxPxKxD.astype(cache.v_LxBxSxKxD.dtype))
+        p0 = prior.k_L[0].shape[0]
+        caches = init_layer_caches(cfg, 1, p0 + p)
+        put = lambda buf, old: buf.at[0, :p0].set(old.astype(buf.dtype))
         start = prior.true_length
-        cache = KVCache(k, v, jnp.reshape(start, (1,)))
-    hidden_1xPxE, cache = model.hidden_states(ids_1xP, cache=cache)
-    logits_1xV = _last_logits(model, hidden_1xPxE, jnp.reshape(true_length - 1, (1,)))
+        caches = LayerCaches(
+            tuple(map(put, caches.k_L, prior.k_L)),
+            tuple(map(put, caches.v_L, prior.v_L)),
+            jnp.reshape(start, (1,)),
+        )
+    hidden_1xPxE, caches = cached_hidden(params, cfg, ids_1xP, caches)
+    last_1xE = jax.lax.dynamic_index_in_dim(hidden_1xPxE[0], true_length - 1, keepdims=True)
+    logits_1xV = logits_at(params, cfg, last_1xE)
     n = key_Nx2.shape[0]
     full = lambda x: jnp.full((n,), x)
     tokens_N, logp_N = sample_tokens(
@@ -66,8 +68,8 @@ def _prefill(graphdef, params, ids_1xP, true_length, key_Nx2, temperature, top_k
         full(top_p),
     )
     prefix = Prefix(
-        cache.k_LxBxSxKxD[:, 0],
-        cache.v_LxBxSxKxD[:, 0],
+        tuple(k[0] for k in caches.k_L),
+        tuple(v[0] for v in caches.v_L),
         (start + true_length).astype(jnp.int32),
         tokens_N,
         logp_N,
@@ -83,12 +85,15 @@ def _prefill(graphdef, params, ids_1xP, true_length, key_Nx2, temperature, top_k
 def _insert(prefix: Prefix, state: DecodeState, slot, sample) -> DecodeState:
     """Copies sample `sample` of `prefix` into decode slot `slot` (both traced: one compile)."""
     cache = state.cache
-    at = (0, slot, 0, 0, 0)
-    dt = cache.k_LxBxSxKxD.dtype
-    k = jax.lax.dynamic_update_slice(cache.k_LxBxSxKxD, prefix.k_LxPxKxD[:, None].astype(dt), at)
-    v = jax.lax.dynamic_update_slice(cache.v_LxBxSxKxD, prefix.v_LxPxKxD[:, None].astype(dt), at)
+    put = lambda buf, new: jax.lax.dynamic_update_slice(
+        buf, new[None].astype(buf.dtype), (slot, 0, 0, 0)
+    )
     return DecodeState(
-        KVCache(k, v, cache.lengths_B.at[slot].set(prefix.true_length)),
+        LayerCaches(
+            tuple(map(put, cache.k_L, prefix.k_L)),
+            tuple(map(put, cache.v_L, prefix.v_L)),
+            cache.lengths_B.at[slot].set(prefix.true_length),
+        ),
         state.tokens_B.at[slot].set(prefix.first_token_N[sample]),
         state.generated_B.at[slot].set(1),
         state.key_Bx2.at[slot].set(prefix.key_Nx2[sample]),
@@ -98,15 +103,14 @@ def _insert(prefix: Prefix, state: DecodeState, slot, sample) -> DecodeState:
     )
 
 
-def _generate(graphdef, params, state: DecodeState):
+def _generate(cfg, params, state: DecodeState):
     """One decode step for every slot: feed each slot's last token, sample the next one."""
-    model = nnx.merge(graphdef, params)
     cache = state.cache
-    s = cache.k_LxBxSxKxD.shape[2]
+    s = cache.k_L[0].shape[1]
     # A full slot cannot take its last token into the cache: its output is marked invalid.
     valid_B = cache.lengths_B < s
-    hidden_Bx1xE, cache = model.hidden_states(state.tokens_B[:, None], cache=cache)
-    logits_BxV = _last_logits(model, hidden_Bx1xE, jnp.zeros_like(state.tokens_B))
+    hidden_Bx1xE, cache = cached_hidden(params, cfg, state.tokens_B[:, None], cache)
+    logits_BxV = logits_at(params, cfg, hidden_Bx1xE[:, 0])
     cache = cache._replace(lengths_B=jnp.minimum(cache.lengths_B + 1, s))
     tokens_B, logp_B = sample_tokens(
         logits_BxV,
@@ -155,17 +159,26 @@ class JaxEngine:
             raise EngineError("JaxEngine: " + "; ".join(problems))
         self.config = model.config
         self.tokenizer = tokenizer
-        self._graphdef, params = nnx.split(model)
-        # Committed arrays (explicit sharding) from the start: jit keys its cache on
-        # committedness, and update_params hands in committed arrays.
-        self._params = jax.tree.map(lambda x: jax.device_put(x, x.sharding), params)
+        stacked = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+        # What update_params must be handed: the model's names, shapes, dtypes, shardings.
+        self._stacked_avals = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), stacked
+        )
+        # The engine's own copy in its decode layout (layers split out; see forward.py), made
+        # on device; later syncs reuse the same jitted split with the same output shardings.
+        # Committed inputs and fixed output shardings: the arrays every call sees look the same
+        # at init and after each sync, so nothing downstream recompiles.
+        stacked = jax.tree.map(lambda x: jax.device_put(x, x.sharding), stacked)
+        shardings = jax.jit(engine_params).lower(stacked).compile().output_shardings
+        self._split_params = jax.jit(engine_params, out_shardings=shardings)
+        self._params = self._split_params(stacked)
         self._slots = max_concurrent_decodes
         self._max_prefill = max_prefill_length
         self._max_cache = max_cache_length
         self._min_bucket = min(min_prefill_bucket, max_prefill_length)
         # Default to the mesh the model's parameters already live on (a trainer's mesh).
         if mesh is None:
-            first = jax.tree.leaves(self._params)[0].sharding
+            first = jax.tree.leaves(stacked)[0].sharding
             mesh = first.mesh if isinstance(first, jax.sharding.NamedSharding) else None
         self._mesh = mesh
         self.policy_version = 0
@@ -173,28 +186,28 @@ class JaxEngine:
         if eos is None:
             eos = [self.config.eos_token_id] if self.config.eos_token_id is not None else []
         self.eos_token_ids: tuple[int, ...] = tuple(int(e) for e in eos)
-        self._prefill_jit = jax.jit(functools.partial(_prefill, self._graphdef))
+        self._prefill_jit = jax.jit(functools.partial(_prefill, self.config))
         # Explicit output shardings keep the decode state's layout fixed across calls, so
         # the jitted functions never see a new input sharding (no recompiles).
         state_sh = self._decode_state_shardings()
         replicated = self.get_prefix_destination_sharding()
         self._insert_jit = jax.jit(_insert, donate_argnames=("state",), out_shardings=state_sh)
         self._generate_jit = jax.jit(
-            functools.partial(_generate, self._graphdef),
+            functools.partial(_generate, self.config),
             donate_argnames=("state",),
             out_shardings=(state_sh, replicated),
         )
 
     # ------------------------------------------------------------ JetStream Engine API
     def load_params(self, *args, **kwargs):
-        """The engine's parameters (an nnx.State), to pass to prefill / generate."""
+        """The engine's parameters (decode layout), to pass to prefill / generate."""
         return self._params
 
     def init_decode_state(self, *args, **kwargs) -> DecodeState:
         """Empty slots: a zeroed KV cache of max_concurrent_decodes x max_cache_length."""
         b = self._slots
         state = DecodeState(
-            init_cache(self.config, b, self._max_cache),
+            init_layer_caches(self.config, b, self._max_cache),
             jnp.zeros((b,), jnp.int32),
             jnp.zeros((b,), jnp.int32),
             jnp.zeros((b, 2), jnp.uint32),
@@ -208,13 +221,17 @@ class JaxEngine:
         """Slots split over the mesh's data-parallel axes when they divide evenly."""
         replicated = self.get_prefix_destination_sharding()
         if self._mesh is None:
-            return DecodeState(KVCache(*[replicated] * 3), *[replicated] * 6)
+            return DecodeState(self._caches_of(replicated, replicated), *[replicated] * 6)
         P = jax.sharding.PartitionSpec
         axes = tuple(a for a in ("data", "fsdp") if a in self._mesh.shape)
         ways = int(np.prod([self._mesh.shape[a] for a in axes])) if axes else 1
         batch = axes if axes and self._slots % ways == 0 else None
-        kv = jax.sharding.NamedSharding(self._mesh, P(None, batch))
-        return DecodeState(KVCache(kv, kv, replicated), *[replicated] * 6)
+        kv = jax.sharding.NamedSharding(self._mesh, P(batch))
+        return DecodeState(self._caches_of(kv, replicated), *[replicated] * 6)
+
+    def _caches_of(self, kv, lengths) -> LayerCaches:
+        layers = (kv,) * self.config.num_layers
+        return LayerCaches(layers, layers, lengths)
 
     def prefill(
         self,
@@ -266,7 +283,7 @@ class JaxEngine:
                 f"max_prefill_length={self._max_prefill}"
             )
         prior_len = 0 if existing_prefix is None else int(existing_prefix.true_length)
-        prior_cap = 0 if existing_prefix is None else existing_prefix.k_LxPxKxD.shape[1]
+        prior_cap = 0 if existing_prefix is None else existing_prefix.k_L[0].shape[0]
         p = bucket_length(true_length, self._max_prefill, self._min_bucket)
         if prior_cap + p > self._max_cache or prior_len + true_length >= self._max_cache:
             raise EngineError(
@@ -294,7 +311,7 @@ class JaxEngine:
     def insert(self, prefix: Prefix, decode_state: DecodeState, slot: int, sample: int = 0):
         """Puts sample `sample` of `prefix` into `slot`; its next input is that first token."""
         self._check_slot(slot)
-        if prefix.k_LxPxKxD.shape[1] > self._max_cache:
+        if prefix.k_L[0].shape[0] > self._max_cache:
             raise EngineError(f"insert: prefix longer than max_cache_length={self._max_cache}")
         return self._insert_jit(prefix, decode_state, jnp.int32(slot), jnp.int32(sample))
 
@@ -370,11 +387,12 @@ class JaxEngine:
         (`version`, or the old one + 1).
         """
         if isinstance(params, nnx.Module):
-            params = nnx.state(params)
+            params = nnx.state(params, nnx.Param)
+        if isinstance(params, nnx.State):
+            params = nnx.to_pure_dict(params)
         new_leaves = jax.tree_util.tree_flatten_with_path(params)[0]
-        old_leaves, treedef = jax.tree_util.tree_flatten_with_path(self._params)
-        # Names without the trailing ".value", so a pure dict of arrays matches an nnx.State.
-        name = lambda path: jax.tree_util.keystr(path).removesuffix(".value")
+        old_leaves, treedef = jax.tree_util.tree_flatten_with_path(self._stacked_avals)
+        name = lambda path: jax.tree_util.keystr(path)
         new_by_name = {name(p): x for p, x in new_leaves}
         old_names = [name(p) for p, _ in old_leaves]
         missing = sorted(set(old_names) - set(new_by_name))
@@ -390,7 +408,7 @@ class JaxEngine:
                 raise EngineError(f"update_params: {name} has shape {new.shape}, want {old.shape}")
             # Keep the engine's dtype and sharding: same avals, so no jitted function recompiles.
             placed.append(jax.device_put(jnp.asarray(new, old.dtype), old.sharding))
-        self._params = jax.tree_util.tree_unflatten(treedef, placed)
+        self._params = self._split_params(jax.tree_util.tree_unflatten(treedef, placed))
         self.policy_version = self.policy_version + 1 if version is None else int(version)
         return self.policy_version
 

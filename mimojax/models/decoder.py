@@ -86,7 +86,11 @@ def dense(x, w, n_in: int = 1):
 
 
 def decoder_block(p: dict, x_BxTxE, cos_sin, mask: AttentionMask, kv, cfg: ModelConfig):
-    """One block: x + attn(norm(x)); then x + mlp(norm(x)). `kv` is this layer's cache or None."""
+    """One block: x + attn(norm(x)); then x + mlp(norm(x)).
+
+    `kv` is None (attend within x), this layer's (k, v, lengths) cache, or a function
+    `(k_new, v_new) -> (keys, values)` that stores the new entries itself.
+    """
     dt = jnp.dtype(cfg.dtype)
     p = {k: v.astype(dt) for k, v in p.items()}
     h = rms_norm(x_BxTxE, p["attn_norm"], cfg.rms_norm_eps)
@@ -105,6 +109,15 @@ def decoder_block(p: dict, x_BxTxE, cos_sin, mask: AttentionMask, kv, cfg: Model
     k_BxTxKxD = apply_rope(k_BxTxKxD, cos, sin)
     if kv is None:
         keys_BxSxKxD, values_BxSxKxD, new_kv = k_BxTxKxD, v_BxTxKxD, None
+    elif callable(kv):
+        # The engine's per-layer cache: it writes the new keys/values in place and returns
+        # everything this layer's queries may attend to.
+        keys_BxSxKxD, values_BxSxKxD = kv(k_BxTxKxD, v_BxTxKxD)
+        keys_BxSxKxD, values_BxSxKxD, new_kv = (
+            keys_BxSxKxD.astype(dt),
+            values_BxSxKxD.astype(dt),
+            None,
+        )
     else:
         new_kv = write_cache(kv, k_BxTxKxD, v_BxTxKxD)
         keys_BxSxKxD, values_BxSxKxD = new_kv[0].astype(dt), new_kv[1].astype(dt)

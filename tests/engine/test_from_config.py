@@ -43,8 +43,8 @@ def test_engine_on_an_8_device_mesh_matches_one_device():
     model, tok, mesh, _ = load_model_from_config(cfg)
     sharded = engine_from_config(cfg, model, tok)
     assert sharded.mesh is mesh
-    cache_sharding = sharded.init_decode_state().cache.k_LxBxSxKxD.sharding
-    assert cache_sharding.spec[1] == ("data", "fsdp")  # slots split over data-parallel axes
+    cache_sharding = sharded.init_decode_state().cache.k_L[0].sharding
+    assert cache_sharding.spec[0] == ("data", "fsdp")  # slots split over data-parallel axes
     single_model, _ = load_model(cfg.model.name_or_path, dtype="float32")
     single = engine_from_config(cfg, single_model, tok)
     prompts = [tok.encode("one two"), tok.encode("three"), tok.encode("a b c d e")]

@@ -71,7 +71,7 @@ def pack_result(tokens_N, valid_N, lengths_N, logp_N, samples_per_slot: int = 1)
 class Prefix(NamedTuple):
     """A prefilled prompt: its KV, true length, and the first token of each of its samples."""
 
-    k_L: tuple  # per layer, k_PxKxD
+    k_L: tuple  # per layer, k_KxPxD
     v_L: tuple
     true_length: jax.Array  # int32 scalar
     first_token_N: jax.Array  # int32, one per sample

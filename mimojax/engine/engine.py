@@ -45,9 +45,9 @@ def _prefill(cfg, params, ids_1xP, true_length, key_Nx2, temperature, top_k, top
         caches = init_layer_caches(cfg, 1, p)
         start = jnp.int32(0)
     else:
-        p0 = prior.k_L[0].shape[0]
+        p0 = prior.k_L[0].shape[1]
         caches = init_layer_caches(cfg, 1, p0 + p)
-        put = lambda buf, old: buf.at[0, :p0].set(old.astype(buf.dtype))
+        put = lambda buf, old: buf.at[0, :, :p0].set(old.astype(buf.dtype))
         start = prior.true_length
         caches = LayerCaches(
             tuple(map(put, caches.k_L, prior.k_L)),
@@ -106,7 +106,7 @@ def _insert(prefix: Prefix, state: DecodeState, slot, sample) -> DecodeState:
 def _generate(cfg, params, state: DecodeState):
     """One decode step for every slot: feed each slot's last token, sample the next one."""
     cache = state.cache
-    s = cache.k_L[0].shape[1]
+    s = cache.k_L[0].shape[2]
     # A full slot cannot take its last token into the cache: its output is marked invalid.
     valid_B = cache.lengths_B < s
     hidden_Bx1xE, cache = cached_hidden(params, cfg, state.tokens_B[:, None], cache)
@@ -283,7 +283,7 @@ class JaxEngine:
                 f"max_prefill_length={self._max_prefill}"
             )
         prior_len = 0 if existing_prefix is None else int(existing_prefix.true_length)
-        prior_cap = 0 if existing_prefix is None else existing_prefix.k_L[0].shape[0]
+        prior_cap = 0 if existing_prefix is None else existing_prefix.k_L[0].shape[1]
         p = bucket_length(true_length, self._max_prefill, self._min_bucket)
         if prior_cap + p > self._max_cache or prior_len + true_length >= self._max_cache:
             raise EngineError(
@@ -311,7 +311,7 @@ class JaxEngine:
     def insert(self, prefix: Prefix, decode_state: DecodeState, slot: int, sample: int = 0):
         """Puts sample `sample` of `prefix` into `slot`; its next input is that first token."""
         self._check_slot(slot)
-        if prefix.k_L[0].shape[0] > self._max_cache:
+        if prefix.k_L[0].shape[1] > self._max_cache:
             raise EngineError(f"insert: prefix longer than max_cache_length={self._max_cache}")
         return self._insert_jit(prefix, decode_state, jnp.int32(slot), jnp.int32(sample))
 

@@ -89,7 +89,7 @@ def decoder_block(p: dict, x_BxTxE, cos_sin, mask: AttentionMask, kv, cfg: Model
     """One block: x + attn(norm(x)); then x + mlp(norm(x)).
 
     `kv` is None (attend within x), this layer's (k, v, lengths) cache, or a function
-    `(k_new, v_new) -> (keys, values)` that stores the new entries itself.
+    `(q, k_new, v_new) -> attention output` that owns its cache (the engine's).
     """
     dt = jnp.dtype(cfg.dtype)
     p = {k: v.astype(dt) for k, v in p.items()}
@@ -110,18 +110,16 @@ def decoder_block(p: dict, x_BxTxE, cos_sin, mask: AttentionMask, kv, cfg: Model
     if kv is None:
         keys_BxSxKxD, values_BxSxKxD, new_kv = k_BxTxKxD, v_BxTxKxD, None
     elif callable(kv):
-        # The engine's per-layer cache: it writes the new keys/values in place and returns
-        # everything this layer's queries may attend to.
-        keys_BxSxKxD, values_BxSxKxD = kv(k_BxTxKxD, v_BxTxKxD)
-        keys_BxSxKxD, values_BxSxKxD, new_kv = (
-            keys_BxSxKxD.astype(dt),
-            values_BxSxKxD.astype(dt),
-            None,
-        )
+        # The engine's per-layer cache: it stores the new keys/values in place and attends
+        # over its own buffer layout, returning [B, T, H, D].
+        attn_BxTxHxD, new_kv = kv(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD), None
     else:
         new_kv = write_cache(kv, k_BxTxKxD, v_BxTxKxD)
         keys_BxSxKxD, values_BxSxKxD = new_kv[0].astype(dt), new_kv[1].astype(dt)
-    attn_BxTxHxD = attention(q_BxTxHxD, keys_BxSxKxD, values_BxSxKxD, mask, impl=cfg.attention_impl)
+    if not callable(kv):
+        attn_BxTxHxD = attention(
+            q_BxTxHxD, keys_BxSxKxD, values_BxSxKxD, mask, impl=cfg.attention_impl
+        )
     x_BxTxE = x_BxTxE + dense(attn_BxTxHxD, p["o_proj"], n_in=2)
     h = rms_norm(x_BxTxE, p["mlp_norm"], cfg.rms_norm_eps)
     gate_BxTxM = dense(h, p["gate_proj"])

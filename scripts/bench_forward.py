@@ -29,6 +29,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from bench_common import cpu_snapshot, others_cpu_frac  # a sibling file in scripts/
 from flax import nnx
 
 from mimojax.models import load_model, save_hf, token_logprobs
@@ -51,27 +52,6 @@ def parse_args(argv=None):
     p.add_argument("--remat", default="dots", help="mimojax model.remat policy: none | full | dots")
     p.add_argument("--json", metavar="PATH", help="also write the results here")
     return p.parse_args(argv)
-
-
-def cpu_snapshot():
-    """(all CPUs' busy seconds incl. steal, this process's CPU seconds, wall); None off Linux."""
-    try:
-        with open("/proc/stat") as f:
-            jiffies = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    # idle and iowait are not busy; guest time is already inside user/nice.
-    busy = sum(jiffies[:8]) - jiffies[3] - jiffies[4]
-    own = os.times()
-    return busy / os.sysconf("SC_CLK_TCK"), own.user + own.system, time.perf_counter()
-
-
-def others_cpu_frac(before, after) -> float | None:
-    """Share of all CPUs that other processes (or the hypervisor) used between two snapshots."""
-    if before is None or after is None:
-        return None
-    busy, own, wall = (a - b for a, b in zip(after, before, strict=True))
-    return max(0.0, (busy - own) / (wall * (os.cpu_count() or 1)))
 
 
 def time_calls(fn, sync, warmup: int, iters: int) -> dict:

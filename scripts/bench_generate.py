@@ -47,54 +47,34 @@ import sys
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from bench_common import cpu_snapshot, others_cpu_frac  # a sibling file in scripts/
+from bench_common import (  # sibling files in scripts/
+    cpu_snapshot,
+    fmt,
+    others_cpu_frac,
+    pct,
+    print_markdown,
+    print_table,
+    verdict,
+)
+from bench_machine import COMPILES, best_time, machine_rates, step_floor
+from bench_prompts import chat_prompts
 from flax import nnx
 
 from mimojax.engine import JaxEngine, SamplingParams, generate
 from mimojax.models import load_model
 from mimojax.models.registry import smollm2_gguf_path
-from mimojax.models.tokenizer import encode_chat
 
 MODEL = "smollm2-135m-instruct"
 SPEEDUP_TARGET = (32, 2.0)  # (batch, mimojax decode tok/s over HF's) from the issue
 FLOOR_TARGET = 2.0  # measured step time / floor, at most
 AGREE_TOKENS = 16  # greedy tokens of batch 1 that must match HF's
-PROMPT_TOKENS = (30, 60)  # chat-templated prompt lengths, inclusive
 MAX_PREFILL = 64  # engine prefill limit: every prompt fits one bucket of at most this
 TTFT_PROMPTS = 5  # single-request prefills timed per batch (median taken)
 # Warm-up length: the first decode step takes the state from insert, later ones from generate
 # itself, and each may be its own jit cache entry; 3 tokens make two decode steps.
 WARMUP_TOKENS = 3
 OTHERS_CPU_WARN = 0.10  # other processes' share of the CPUs above which timings are suspect
-
-# Short user turns; SmolLM2's template adds a ~30-token system prompt, so these land in
-# PROMPT_TOKENS. Tasks x topics gives enough distinct prompts for the largest batch.
-_TASKS = (
-    "Explain {} to a high-school student in two sentences.",
-    "What are the three most common misconceptions about {}?",
-    "Write a short haiku about {}.",
-    "Give me one surprising fact about {} and say why it matters.",
-    "How would you teach {} to a ten-year-old who loves football?",
-    "Summarise the history of {} in one paragraph.",
-    "List two pros and two cons of {}.",
-    "Compose a friendly tweet announcing a new book on {}.",
-)
-_TOPICS = (
-    "photosynthesis",
-    "the French Revolution",
-    "black holes",
-    "compound interest",
-    "machine learning",
-    "the water cycle",
-    "plate tectonics",
-    "vaccines",
-    "the Roman Empire",
-    "quantum computing",
-    "climate change",
-    "the stock market",
-)
 
 
 def parse_args(argv=None):
@@ -123,99 +103,6 @@ def parse_args(argv=None):
     return args
 
 
-# ------------------------------------------------------------------ XLA compiles
-_COMPILES = {"n": 0, "s": 0.0}
-
-
-def _count_compile(event: str, duration: float, **kwargs) -> None:
-    if event == "/jax/core/compile/backend_compile_duration":
-        _COMPILES["n"] += 1
-        _COMPILES["s"] += duration
-
-
-# Backend compiles, not jit cache entries: an entry can be added without compiling (same HLO).
-jax.monitoring.register_event_duration_secs_listener(_count_compile)
-
-
-# ------------------------------------------------------------------ machine rates and the floor
-def best_time(fn, reps: int) -> float:
-    """Fastest of `reps` calls of `fn` (which blocks until its work is done)."""
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
-
-def machine_rates(dtype: str) -> dict:
-    """This machine's GEMM rate (FLOP/s) and copy bandwidth (bytes/s), both best of a few."""
-    n = 2048
-    key_a, key_b = jax.random.split(jax.random.PRNGKey(0))
-    a_NxN = jax.random.normal(key_a, (n, n), dtype)
-    b_NxN = jax.random.normal(key_b, (n, n), dtype)
-    # f32 accumulation, as the model's matmuls.
-    mm = jax.jit(lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32))
-    mm(a_NxN, b_NxN).block_until_ready()
-    gemm_s = best_time(lambda: mm(a_NxN, b_NxN).block_until_ready(), 5)
-    # 1 GiB, twice the weights: far past the caches. Scaled in place (donated), one read and one
-    # write per element as a copy, but without a fresh output buffer whose first-touch page
-    # faults would dominate the timing (a non-donated copy measured ~3 GB/s here, not ~20).
-    x_N = jnp.ones((2**28,), jnp.float32)
-    nbytes = x_N.nbytes
-    scale = jax.jit(lambda x: x * 1.0001, donate_argnums=0)
-    box = [scale(x_N).block_until_ready()]
-
-    def copy():
-        box[0] = scale(box[0])
-        box[0].block_until_ready()
-
-    copy_s = best_time(copy, 7)
-    return {
-        "gemm_flops_per_s": 2 * n**3 / gemm_s,
-        "gemm_n": n,
-        "copy_bytes_per_s": 2 * nbytes / copy_s,
-        "copy_bytes": nbytes,
-    }
-
-
-def step_floor(cfg, n_params: int, batch: int, context: float, dtype: str, rates: dict):
-    """(floor seconds, FLOPs, bytes) of one decode step of `batch` rows at mean `context`."""
-    e, v, layers = cfg.hidden_size, cfg.vocab_size, cfg.num_layers
-    h, k, d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-    # Every parameter is a matmul weight used once per token (norm scales are noise), except an
-    # untied input embedding, of which a step gathers only `batch` rows. Attention: q.k and
-    # p.v over the valid context.
-    matmul_params = n_params - (0 if cfg.tie_word_embeddings else v * e)
-    flops = batch * (2 * matmul_params + 4 * layers * h * d * context)
-    itemsize = jnp.dtype(dtype).itemsize
-    weight_bytes = matmul_params * itemsize
-    kv_bytes = batch * context * layers * 2 * k * d * itemsize
-    nbytes = weight_bytes + kv_bytes
-    floor = max(flops / rates["gemm_flops_per_s"], nbytes / rates["copy_bytes_per_s"])
-    return floor, flops, nbytes
-
-
-# ------------------------------------------------------------------ prompts
-def chat_prompts(tok, count: int) -> list[list[int]]:
-    """`count` distinct chat-templated prompts, each PROMPT_TOKENS long."""
-    lo, hi = PROMPT_TOKENS
-    out = []
-    pairs = len(_TASKS) * len(_TOPICS)
-    for i in range(pairs):
-        # A stride coprime with `pairs` visits every (task, topic) once, mixed from the start.
-        j = i * 5 % pairs
-        task, topic = _TASKS[j % len(_TASKS)], _TOPICS[j // len(_TASKS)]
-        ids = encode_chat(tok, [{"role": "user", "content": task.format(topic)}])
-        if lo <= len(ids) <= hi:
-            out.append(ids)
-        if len(out) == count:
-            return out
-    raise SystemExit(
-        f"only {len(out)} prompts of {lo}-{hi} tokens; the largest batch needs {count}"
-    )
-
-
 # ------------------------------------------------------------------ mimojax
 def bench_mimojax(model, tok, prompts, new_tokens: int, repeats: int) -> dict:
     """Engine with len(prompts) slots: compile/warm-up, single-request TTFT, timed generate."""
@@ -237,14 +124,14 @@ def bench_mimojax(model, tok, prompts, new_tokens: int, repeats: int) -> dict:
 
     # Same slots and prompt buckets as the timed run: compiles every prefill bucket, insert and
     # the decode step, so the timed run compiles nothing.
-    n0, s0 = _COMPILES["n"], _COMPILES["s"]
+    n0, s0 = COMPILES["n"], COMPILES["s"]
     t0 = time.perf_counter()
     generate(engine, prompts, sampling=greedy(min(WARMUP_TOKENS, new_tokens)))
     for ids in ttft_prompts:
         first_token(ids)
     warmup_s = time.perf_counter() - t0
-    warm_compiles, warm_compile_s = _COMPILES["n"] - n0, _COMPILES["s"] - s0
-    n0, s0 = _COMPILES["n"], _COMPILES["s"]
+    warm_compiles, warm_compile_s = COMPILES["n"] - n0, COMPILES["s"] - s0
+    n0, s0 = COMPILES["n"], COMPILES["s"]
 
     ttft = []
     for ids in ttft_prompts:
@@ -262,7 +149,7 @@ def bench_mimojax(model, tok, prompts, new_tokens: int, repeats: int) -> dict:
         others = others_cpu_frac(snap, cpu_snapshot())
         if best is None or wall < best["wall_s"]:
             best = {"wall_s": wall, "stats": stats, "out": out, "others_cpu_frac": others}
-    timed_compiles, timed_compile_s = _COMPILES["n"] - n0, _COMPILES["s"] - s0
+    timed_compiles, timed_compile_s = COMPILES["n"] - n0, COMPILES["s"] - s0
     stats = best["stats"]
     tokens = [c[0].token_ids for c in best["out"]]
     if any(len(t) != new_tokens for t in tokens):
@@ -366,42 +253,6 @@ def bench_hf(hf, torch, prompts, new_tokens: int, pad_id: int, repeats: int, thr
         "thread_probe_s": probe,
         "tokens": tokens,
     }
-
-
-# ------------------------------------------------------------------ printing
-def fmt(x, spec):
-    """`x` formatted, or "-" when there is no value."""
-    return "-" if x is None else format(x, spec)
-
-
-def pct(x):
-    """`x` as a percentage, or "-" when there is no value."""
-    return "-" if x is None else f"{100 * x:.0f}%"
-
-
-def verdict(ok: bool | None) -> str:
-    return "not measured" if ok is None else ("PASS" if ok else "MISS")
-
-
-def print_table(rows, header):
-    """Rows as an aligned text table, first column left-aligned."""
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    line = lambda r: " | ".join(
-        str(c).rjust(w) if i else str(c).ljust(w)
-        for i, (c, w) in enumerate(zip(r, widths, strict=True))
-    )
-    print(line(header))
-    print("-+-".join("-" * w for w in widths))
-    for r in rows:
-        print(line(r))
-
-
-def print_markdown(rows, header):
-    """Rows as a markdown table."""
-    print("| " + " | ".join(header) + " |")
-    print("|" + "|".join("---:" for _ in header) + "|")
-    for r in rows:
-        print("| " + " | ".join(str(c) for c in r) + " |")
 
 
 def main(argv=None) -> int:

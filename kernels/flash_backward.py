@@ -18,6 +18,14 @@ from mimojax.kernels import tiling
 from mimojax.kernels.flash_forward import FlashParams
 
 
+def _probs_and_dscores(q_QxD, k_KxD, v_KxD, do_QxD, lse_Q, delta_Q, visible_QxK, scale):
+    """One tile's recomputed probabilities and score gradients (both kernels need them)."""
+    s_QxK = tiling.dot_nt(q_QxD, k_KxD) * scale
+    probs_QxK = jnp.where(visible_QxK, jnp.exp(s_QxK - lse_Q[:, None]), 0.0)
+    ds_QxK = probs_QxK * (tiling.dot_nt(do_QxD, v_KxD) - delta_Q[:, None])
+    return probs_QxK, ds_QxK
+
+
 def _dq_kernel(
     qpos_ref,
     qseg_ref,
@@ -42,9 +50,9 @@ def _dq_kernel(
         k_KxD = k_ref[pl.ds(start, bk), :]
         v_KxD = v_ref[pl.ds(start, bk), :]
         visible_QxK = tiling.visible_tile(qpos_Q, qseg_Q, start, kvseg_ref[pl.ds(start, bk)])
-        s_QxK = tiling.dot_nt(q_QxD, k_KxD) * p.scale
-        probs_QxK = jnp.where(visible_QxK, jnp.exp(s_QxK - lse_Q[:, None]), 0.0)
-        ds_QxK = probs_QxK * (tiling.dot_nt(do_QxD, v_KxD) - delta_Q[:, None])
+        _, ds_QxK = _probs_and_dscores(
+            q_QxD, k_KxD, v_KxD, do_QxD, lse_Q, delta_Q, visible_QxK, p.scale
+        )
         return dq_QxD + tiling.dot_nn(ds_QxK.astype(k_KxD.dtype), k_KxD)
 
     num_kv_blocks = tiling.num_blocks_up_to(jnp.max(qpos_Q), bk, k_ref.shape[0] // bk)
@@ -81,10 +89,10 @@ def _dkdv_kernel(
             do_QxD = do_ref[pl.ds(qs, bq), g, :]
             lse_Q = lse_ref[g, pl.ds(qs, bq)]
             delta_Q = delta_ref[g, pl.ds(qs, bq)]
-            s_QxK = tiling.dot_nt(q_QxD, k_KxD) * p.scale
-            probs_QxK = jnp.where(visible_QxK, jnp.exp(s_QxK - lse_Q[:, None]), 0.0)
+            probs_QxK, ds_QxK = _probs_and_dscores(
+                q_QxD, k_KxD, v_KxD, do_QxD, lse_Q, delta_Q, visible_QxK, p.scale
+            )
             dv_KxD = dv_KxD + tiling.dot_tn(probs_QxK.astype(do_QxD.dtype), do_QxD)
-            ds_QxK = probs_QxK * (tiling.dot_nt(do_QxD, v_KxD) - delta_Q[:, None])
             dk_KxD = dk_KxD + tiling.dot_tn(ds_QxK.astype(q_QxD.dtype), q_QxD)
         return dk_KxD, dv_KxD
 

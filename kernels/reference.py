@@ -6,18 +6,15 @@ import jax
 import jax.numpy as jnp
 
 from mimojax.kernels.tiling import MASK_VALUE
+from mimojax.models.attention import AttentionMask, dense_mask
 
 
 def reference_visibility(
     q_positions_BxT, s: int, kv_valid_BxS=None, q_segment_ids_BxT=None, kv_segment_ids_BxS=None
 ):
-    """Dense [B, T, S] bool: which key each query sees (the rule in flash_attention.py)."""
-    visible_BxTxS = jnp.arange(s)[None, None, :] <= q_positions_BxT[:, :, None]
-    if kv_valid_BxS is not None:
-        visible_BxTxS &= kv_valid_BxS[:, None, :].astype(bool)
-    if q_segment_ids_BxT is not None:
-        visible_BxTxS &= q_segment_ids_BxT[:, :, None] == kv_segment_ids_BxS[:, None, :]
-    return visible_BxTxS
+    """Dense [B, T, S] bool: which key each query sees (the model's rule, as dense_mask)."""
+    mask = AttentionMask(q_positions_BxT, kv_valid_BxS, q_segment_ids_BxT, kv_segment_ids_BxS)
+    return dense_mask(mask, s)
 
 
 def reference_attention(

@@ -214,21 +214,6 @@ def encode_prompt(tokenizer: Any, prompt: str, chat_template: bool = True) -> li
     return _as_id_list(tokenizer.encode(prompt))
 
 
-def eos_token_ids(tokenizer: Any) -> list[int]:
-    """The tokenizer's EOS id(s) plus any the model's generation config adds."""
-    ids: list[int] = []
-    for source in (
-        getattr(tokenizer, "eos_token_id", None),
-        getattr(tokenizer, "mimojax_eos_token_ids", None),
-    ):
-        if source is None:
-            continue
-        for i in [source] if isinstance(source, int) else source:
-            if int(i) not in ids:
-                ids.append(int(i))
-    return ids
-
-
 def cmd_generate(args: argparse.Namespace) -> int:
     """Load a model, sample an answer to each prompt and print it."""
     from mimojax.engine import JaxEngine, SamplingError, SamplingParams, bucket_length, generate
@@ -266,7 +251,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
         max_prefill_length=prefill,
         max_cache_length=prefill + args.max_new_tokens,
     )
-    engine.eos_token_ids = tuple(eos_token_ids(tokenizer))
     started = time.perf_counter()
     stats: dict = {}
     out = generate(engine, prompt_ids, n=args.n, sampling=sampling, progress=True, stats=stats)

@@ -29,7 +29,13 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from bench_common import cpu_snapshot, others_cpu_frac  # a sibling file in scripts/
+from bench_common import (  # sibling file in scripts/
+    cpu_snapshot,
+    fmt,
+    others_cpu_frac,
+    pct,
+    print_table,
+)
 from flax import nnx
 
 from mimojax.models import load_model, save_hf, token_logprobs
@@ -132,35 +138,12 @@ def torch_phases(hf_dir: str, ids_np_BxT, mask_np_BxT):
     return fwd, fwd_bwd, n_params, torch
 
 
-def fmt(x, spec):
-    """`x` formatted, or "-" when there is no value."""
-    return "-" if x is None else format(x, spec)
-
-
-def pct(x):
-    """`x` as a percentage, or "-" when there is no value."""
-    return "-" if x is None else f"{100 * x:.0f}%"
-
-
 def goal_text(phase: str, speedup: float | None) -> str:
     """The phase's speed-up goal and whether this run met it."""
     goal = SPEEDUP_GOALS.get(phase)
     if goal is None or speedup is None:
         return "-"
     return f">={goal:.1f}x " + ("met" if speedup >= goal else "MISSED")
-
-
-def print_table(rows, header):
-    """Rows as an aligned text table, first column left-aligned."""
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    line = lambda r: " | ".join(
-        str(c).rjust(w) if i else str(c).ljust(w)
-        for i, (c, w) in enumerate(zip(r, widths, strict=True))
-    )
-    print(line(header))
-    print("-+-".join("-" * w for w in widths))
-    for r in rows:
-        print(line(r))
 
 
 def main(argv=None) -> int:

@@ -82,7 +82,6 @@ def test_generate_parser_rejects(argv, capsys):
 
 class FakeTokenizer:
     eos_token_id = 2
-    mimojax_eos_token_ids = [2, 7]
 
     def apply_chat_template(self, messages, add_generation_prompt, tokenize):
         assert add_generation_prompt and tokenize
@@ -96,12 +95,11 @@ class FakeTokenizer:
         return "".join(chr(i) for i in ids)
 
 
-def test_encode_prompt_and_eos_ids():
+def test_encode_prompt():
     tok = FakeTokenizer()
     assert cli.encode_prompt(tok, "hi") == [1, 104, 105, 9]
     assert cli.encode_prompt(tok, "hi", chat_template=False) == [104, 105]
     assert cli._as_id_list([[5, 6]]) == [5, 6]
-    assert cli.eos_token_ids(tok) == [2, 7]
 
 
 def test_generate_runs_a_real_tiny_model(capsys):

@@ -27,6 +27,7 @@ from mimojax.engine.forward import (
     logits_at,
 )
 from mimojax.engine.sampling import SamplingParams, sample_key, sample_tokens
+from mimojax.models.tokenizer import stop_token_ids
 
 
 class EngineError(ValueError):
@@ -182,8 +183,9 @@ class JaxEngine:
             mesh = first.mesh if isinstance(first, jax.sharding.NamedSharding) else None
         self._mesh = mesh
         self.policy_version = 0
-        eos = getattr(tokenizer, "mimojax_eos_token_ids", None)
-        if eos is None:
+        if tokenizer is not None:
+            eos = stop_token_ids(tokenizer)
+        else:
             eos = [self.config.eos_token_id] if self.config.eos_token_id is not None else []
         self.eos_token_ids: tuple[int, ...] = tuple(int(e) for e in eos)
         self._prefill_jit = jax.jit(functools.partial(_prefill, self.config))

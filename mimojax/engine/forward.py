@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from mimojax.models.attention import attention, cache_mask
+from mimojax.models.attention import MASKED_SCORE, attention, cache_mask
 from mimojax.models.config import ModelConfig
 from mimojax.models.decoder import decoder_block, rms_norm
 from mimojax.models.rope import rope_cos_sin
@@ -74,47 +74,36 @@ def cached_hidden(params: dict, cfg: ModelConfig, ids_BxT, caches: LayerCaches):
             v_L[i] = v_L[i].at[rows_Bx1, :, positions_BxT].set(v_new_BxTxKxD.astype(v_L[i].dtype))
             return cache_attention(q_BxTxHxD, k_L[i], v_L[i], mask, cfg)
 
-        x_BxTxE, _ = decoder_block(p, x_BxTxE, cos_sin, mask, attend, cfg)
+        x_BxTxE = decoder_block(p, x_BxTxE, cos_sin, attend, cfg)
     hidden_BxTxE = rms_norm(x_BxTxE, params["final_norm"], cfg.rms_norm_eps)
     return hidden_BxTxE, caches._replace(k_L=tuple(k_L), v_L=tuple(v_L))
 
 
 def cache_attention(q_BxTxHxD, k_BxKxSxD, v_BxKxSxD, mask, cfg: ModelConfig):
-    """Attention of T new queries over a [B, K, S, D] cache; GQA by grouping query heads.
+    """Attention of T new queries over a [B, K, S, D] cache.
 
-    Same math as the model's xla attention (f32 softmax, masked = -1e30), written for this
-    layout with the visibility test inline; XLA:CPU ran the generic version ~3x slower here
-    (it transposed the cache and materialised a [B, T, S] mask per layer). Other impls
-    (pallas, cudnn) get the [B, S, K, D] view through the model's dispatch.
+    Prefill and the non-xla impls go through the model's dispatch on a [B, S, K, D] view. An
+    xla decode step (T = 1) runs here: the same math as the model's xla attention, as a
+    multiply-reduce over this layout with the visibility test inline, because XLA:CPU ran the
+    generic version ~3x slower per step (it transposed the whole cache and built a [B, T, S]
+    mask in every layer).
     """
+    b, t, h, d = q_BxTxHxD.shape
     dt = q_BxTxHxD.dtype
-    if cfg.attention_impl != "xla":
+    if cfg.attention_impl != "xla" or t > 1:
         keys_BxSxKxD = jnp.swapaxes(k_BxKxSxD, 1, 2).astype(dt)
         values_BxSxKxD = jnp.swapaxes(v_BxKxSxD, 1, 2).astype(dt)
         return attention(q_BxTxHxD, keys_BxSxKxD, values_BxSxKxD, mask, impl=cfg.attention_impl)
-    b, t, h, d = q_BxTxHxD.shape
     kv_heads, s = k_BxKxSxD.shape[1], k_BxKxSxD.shape[2]
-    visible_BxTxS = jnp.arange(s)[None, None, :] <= mask.q_positions_BxT[:, :, None]
-    if t == 1:
-        # Decode: the query axis squeezed out, so each (b, k) is one [G, D] x [S, D] product.
-        q_BxKxGxD = q_BxTxHxD.reshape(b, kv_heads, h // kv_heads, d)
-        scores_BxKxGxS = jnp.sum(
-            q_BxKxGxD[:, :, :, None, :].astype(jnp.float32)
-            * k_BxKxSxD[:, :, None, :, :].astype(jnp.float32),
-            axis=-1,
-        ) * (d**-0.5)
-        scores_BxKxGxS = jnp.where(visible_BxTxS[:, None], scores_BxKxGxS, -1e30)
-        probs_BxKxGxS = jax.nn.softmax(scores_BxKxGxS, axis=-1).astype(dt)
-        out_BxKxGxD = jnp.sum(probs_BxKxGxS[..., None] * v_BxKxSxD[:, :, None].astype(dt), axis=-2)
-        return out_BxKxGxD.reshape(b, 1, h, d)
-    q_BxKxGxTxD = q_BxTxHxD.reshape(b, t, kv_heads, h // kv_heads, d).transpose(0, 2, 3, 1, 4)
-    scores_BxKxGxTxS = jnp.einsum(
-        "bkgtd,bksd->bkgts", q_BxKxGxTxD, k_BxKxSxD.astype(dt), preferred_element_type=jnp.float32
+    q_BxKxGxD = q_BxTxHxD.reshape(b, kv_heads, h // kv_heads, d).astype(jnp.float32)
+    scores_BxKxGxS = jnp.sum(
+        q_BxKxGxD[:, :, :, None, :] * k_BxKxSxD[:, :, None, :, :].astype(jnp.float32), axis=-1
     ) * (d**-0.5)
-    scores_BxKxGxTxS = jnp.where(visible_BxTxS[:, None, None], scores_BxKxGxTxS, -1e30)
-    probs_BxKxGxTxS = jax.nn.softmax(scores_BxKxGxTxS, axis=-1).astype(dt)
-    out_BxKxGxTxD = jnp.einsum("bkgts,bksd->bkgtd", probs_BxKxGxTxS, v_BxKxSxD.astype(dt))
-    return out_BxKxGxTxD.transpose(0, 3, 1, 2, 4).reshape(b, t, h, d)
+    visible_BxS = jnp.arange(s)[None, :] <= mask.q_positions_BxT
+    scores_BxKxGxS = jnp.where(visible_BxS[:, None, None], scores_BxKxGxS, MASKED_SCORE)
+    probs_BxKxGxS = jax.nn.softmax(scores_BxKxGxS, axis=-1).astype(dt)
+    out_BxKxGxD = jnp.sum(probs_BxKxGxS[..., None] * v_BxKxSxD[:, :, None].astype(dt), axis=-2)
+    return out_BxKxGxD.reshape(b, 1, h, d)
 
 
 def logits_at(params: dict, cfg: ModelConfig, hidden_BxE):

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 # Finite, so a fully masked row (a padding query) softmaxes to uniform instead of NaN.
-_MASKED = -1e30
+MASKED_SCORE = -1e30
 
 
 class AttentionMask(NamedTuple):
@@ -65,7 +65,7 @@ def xla_attention(q_BxTxHxD, k_BxSxKxD, v_BxSxKxD, mask: AttentionMask):
     scores_BxKxGxTxS = jnp.einsum(
         "btkgd,bskd->bkgts", q_BxTxKxGxD, k_BxSxKxD, preferred_element_type=jnp.float32
     ) * (d**-0.5)
-    scores_BxKxGxTxS = jnp.where(mask_BxTxS[:, None, None], scores_BxKxGxTxS, _MASKED)
+    scores_BxKxGxTxS = jnp.where(mask_BxTxS[:, None, None], scores_BxKxGxTxS, MASKED_SCORE)
     probs_BxKxGxTxS = jax.nn.softmax(scores_BxKxGxTxS, axis=-1).astype(v_BxSxKxD.dtype)
     out_BxTxKxGxD = jnp.einsum("bkgts,bskd->btkgd", probs_BxKxGxTxS, v_BxSxKxD)
     return out_BxTxKxGxD.reshape(b, t, h, d)

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from mimojax.models.attention import AttentionMask, attention, cache_mask, causal_mask
+from mimojax.models.attention import attention, cache_mask, causal_mask
 from mimojax.models.config import ModelConfig
 from mimojax.models.kv_cache import KVCache, write_cache
 from mimojax.models.remat import apply_remat
@@ -85,11 +85,11 @@ def dense(x, w, n_in: int = 1):
     return (x2 @ w.reshape(math.prod(w_in), -1)).reshape(*lead, *w_out)
 
 
-def decoder_block(p: dict, x_BxTxE, cos_sin, mask: AttentionMask, kv, cfg: ModelConfig):
+def decoder_block(p: dict, x_BxTxE, cos_sin, attend, cfg: ModelConfig):
     """One block: x + attn(norm(x)); then x + mlp(norm(x)).
 
-    `kv` is None (attend within x), this layer's (k, v, lengths) cache, or a function
-    `(q, k_new, v_new) -> attention output` that owns its cache (the engine's).
+    `attend(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD) -> [B, T, H, D]` takes this block's new queries,
+    keys and values: it attends within them, or stores k/v in a cache and attends over that.
     """
     dt = jnp.dtype(cfg.dtype)
     p = {k: v.astype(dt) for k, v in p.items()}
@@ -107,25 +107,13 @@ def decoder_block(p: dict, x_BxTxE, cos_sin, mask: AttentionMask, kv, cfg: Model
     cos, sin = cos_sin
     q_BxTxHxD = apply_rope(q_BxTxHxD, cos, sin)
     k_BxTxKxD = apply_rope(k_BxTxKxD, cos, sin)
-    if kv is None:
-        keys_BxSxKxD, values_BxSxKxD, new_kv = k_BxTxKxD, v_BxTxKxD, None
-    elif callable(kv):
-        # The engine's per-layer cache: it stores the new keys/values in place and attends
-        # over its own buffer layout, returning [B, T, H, D].
-        attn_BxTxHxD, new_kv = kv(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD), None
-    else:
-        new_kv = write_cache(kv, k_BxTxKxD, v_BxTxKxD)
-        keys_BxSxKxD, values_BxSxKxD = new_kv[0].astype(dt), new_kv[1].astype(dt)
-    if not callable(kv):
-        attn_BxTxHxD = attention(
-            q_BxTxHxD, keys_BxSxKxD, values_BxSxKxD, mask, impl=cfg.attention_impl
-        )
+    attn_BxTxHxD = attend(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD)
     x_BxTxE = x_BxTxE + dense(attn_BxTxHxD, p["o_proj"], n_in=2)
     h = rms_norm(x_BxTxE, p["mlp_norm"], cfg.rms_norm_eps)
     gate_BxTxM = dense(h, p["gate_proj"])
     up_BxTxM = dense(h, p["up_proj"])
     mlp_BxTxE = dense(jax.nn.silu(gate_BxTxM) * up_BxTxM, p["down_proj"])
-    return x_BxTxE + mlp_BxTxE, new_kv
+    return x_BxTxE + mlp_BxTxE
 
 
 def default_positions(attention_mask_BxT):
@@ -175,12 +163,20 @@ class Decoder(nnx.Module):
         cos_sin = rope_cos_sin(positions, cfg)
         x_BxTxE = jnp.take(self.embed[...], input_ids_BxT, axis=0).astype(jnp.dtype(cfg.dtype))
 
+        dt, impl = jnp.dtype(cfg.dtype), cfg.attention_impl
+
         def body(x, layer):
             p, kv = layer
-            if kv is not None:
-                kv = (kv[0], kv[1], cache.lengths_B)
-            x, new_kv = decoder_block(p, x, cos_sin, mask, kv, cfg)
-            return x, (None if new_kv is None else new_kv[:2])
+            written = []
+
+            def attend(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD):
+                if kv is not None:  # keys/values: this layer's cache with the new ones in
+                    written.extend(write_cache((*kv, cache.lengths_B), k_BxTxKxD, v_BxTxKxD))
+                    k_BxTxKxD, v_BxTxKxD = written[0].astype(dt), written[1].astype(dt)
+                return attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, mask, impl=impl)
+
+            x = decoder_block(p, x, cos_sin, attend, cfg)
+            return x, (tuple(written) if kv is not None else None)
 
         body = apply_remat(body, cfg.remat)
         kv_stack = None if cache is None else (cache.k_LxBxSxKxD, cache.v_LxBxSxKxD)

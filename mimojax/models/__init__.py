@@ -3,20 +3,17 @@
 from mimojax.models.config import ModelConfig, ModelConfigError, config_from_hf, config_to_hf
 from mimojax.models.decoder import Decoder, ValueModel
 from mimojax.models.hf_mapping import WeightLoadError
-from mimojax.models.kv_cache import KVCache, init_cache
 from mimojax.models.loader import load_model, load_model_from_config, save_hf  # noqa: E402
 from mimojax.models.logprobs import logprobs_from_hidden, token_logprobs
 
 __all__ = [
     "Decoder",
-    "KVCache",
     "ModelConfig",
     "ModelConfigError",
     "ValueModel",
     "WeightLoadError",
     "config_from_hf",
     "config_to_hf",
-    "init_cache",
     "load_model",
     "load_model_from_config",
     "logprobs_from_hidden",

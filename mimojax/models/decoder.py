@@ -13,9 +13,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from mimojax.models.attention import attention, cache_mask, causal_mask
+from mimojax.models.attention import attention, causal_mask
 from mimojax.models.config import ModelConfig
-from mimojax.models.kv_cache import KVCache, write_cache
 from mimojax.models.remat import apply_remat
 from mimojax.models.rope import apply_rope, rope_cos_sin
 
@@ -89,7 +88,8 @@ def decoder_block(p: dict, x_BxTxE, cos_sin, attend, cfg: ModelConfig):
     """One block: x + attn(norm(x)); then x + mlp(norm(x)).
 
     `attend(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD) -> [B, T, H, D]` takes this block's new queries,
-    keys and values: it attends within them, or stores k/v in a cache and attends over that.
+    keys and values: it attends within them (training) or stores k/v in a cache and attends
+    over that (the engine).
     """
     dt = jnp.dtype(cfg.dtype)
     p = {k: v.astype(dt) for k, v in p.items()}
@@ -138,62 +138,30 @@ class Decoder(nnx.Module):
         w = self.embed[...].T if self.config.tie_word_embeddings else self.lm_head[...]
         return w.astype(jnp.dtype(self.config.dtype))
 
-    def hidden_states(
-        self, input_ids_BxT, attention_mask=None, positions=None, cache: KVCache | None = None
-    ):
-        """Final-norm hidden states [B, T, E]; with `cache`, also the updated cache.
-
-        Without a cache, token t attends to tokens <= t whose attention_mask is 1. With a cache,
-        the T new tokens of row b sit at cache positions lengths[b] + t and attend to every
-        cached position <= their own; the caller advances `lengths` (see kv_cache.advance).
-        """
+    def hidden_states(self, input_ids_BxT, attention_mask=None, positions=None):
+        """Final-norm hidden states [B, T, E]: token t attends to tokens <= t whose
+        attention_mask is 1. (Incremental decoding over a KV cache is the engine's:
+        mimojax/engine/forward.py runs these same blocks over per-layer caches.)"""
         cfg = self.config
         b, t = input_ids_BxT.shape
-        if cache is None:
-            if attention_mask is None:
-                attention_mask = jnp.ones((b, t), jnp.int32)
-            if positions is None:
-                positions = default_positions(attention_mask)
-            mask = causal_mask(attention_mask)
-        else:
-            offsets_BxT = cache.lengths_B[:, None] + jnp.arange(t)[None, :]
-            if positions is None:
-                positions = offsets_BxT
-            mask = cache_mask(cache.lengths_B, t)
+        if attention_mask is None:
+            attention_mask = jnp.ones((b, t), jnp.int32)
+        if positions is None:
+            positions = default_positions(attention_mask)
+        mask = causal_mask(attention_mask)
         cos_sin = rope_cos_sin(positions, cfg)
         x_BxTxE = jnp.take(self.embed[...], input_ids_BxT, axis=0).astype(jnp.dtype(cfg.dtype))
+        attend = lambda q, k, v: attention(q, k, v, mask, impl=cfg.attention_impl)
+        body = lambda x, p: (decoder_block(p, x, cos_sin, attend, cfg), None)
+        x_BxTxE, _ = jax.lax.scan(apply_remat(body, cfg.remat), x_BxTxE, self.layers.stacked())
+        return rms_norm(x_BxTxE, self.final_norm[...], cfg.rms_norm_eps)
 
-        dt, impl = jnp.dtype(cfg.dtype), cfg.attention_impl
-
-        def body(x, layer):
-            p, kv = layer
-            written = []
-
-            def attend(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD):
-                if kv is not None:  # keys/values: this layer's cache with the new ones in
-                    written.extend(write_cache((*kv, cache.lengths_B), k_BxTxKxD, v_BxTxKxD))
-                    k_BxTxKxD, v_BxTxKxD = written[0].astype(dt), written[1].astype(dt)
-                return attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, mask, impl=impl)
-
-            x = decoder_block(p, x, cos_sin, attend, cfg)
-            return x, (tuple(written) if kv is not None else None)
-
-        body = apply_remat(body, cfg.remat)
-        kv_stack = None if cache is None else (cache.k_LxBxSxKxD, cache.v_LxBxSxKxD)
-        x_BxTxE, new_kv = jax.lax.scan(body, x_BxTxE, (self.layers.stacked(), kv_stack))
-        hidden_BxTxE = rms_norm(x_BxTxE, self.final_norm[...], cfg.rms_norm_eps)
-        if cache is None:
-            return hidden_BxTxE
-        return hidden_BxTxE, cache._replace(k_LxBxSxKxD=new_kv[0], v_LxBxSxKxD=new_kv[1])
-
-    def __call__(self, input_ids_BxT, attention_mask=None, positions=None, cache=None):
-        """Logits [B, T, V] (float32 accumulation); with `cache`, (logits, updated cache)."""
-        out = self.hidden_states(input_ids_BxT, attention_mask, positions, cache)
-        hidden_BxTxE, new_cache = (out, None) if cache is None else out
-        logits_BxTxV = jnp.einsum(
+    def __call__(self, input_ids_BxT, attention_mask=None, positions=None):
+        """Logits [B, T, V] (float32 accumulation)."""
+        hidden_BxTxE = self.hidden_states(input_ids_BxT, attention_mask, positions)
+        return jnp.einsum(
             "bte,ev->btv", hidden_BxTxE, self.lm_head_weight(), preferred_element_type=jnp.float32
         )
-        return logits_BxTxV if cache is None else (logits_BxTxV, new_cache)
 
 
 class ValueModel(nnx.Module):

@@ -1,5 +1,6 @@
 """The model with attention_impl="pallas" (interpret mode on CPU) equals "xla": full forward
-with padding, gradients, and prefill + decode steps over the KV cache; impl names are checked."""
+with padding, gradients, and the engine's prefill + decode steps over its KV caches; impl
+names are checked."""
 
 import sys
 from pathlib import Path
@@ -11,12 +12,14 @@ import pytest
 from flax import nnx
 
 from mimojax.config import ConfigError, load_config, validate
-from mimojax.models import Decoder, init_cache
+from mimojax.models import Decoder
 from mimojax.models.attention import AttentionMask, attention
-from mimojax.models.kv_cache import advance
 
-# The tiny model configs live beside the model tests.
+# The tiny model configs live beside the model tests, the cached-forward driver beside the
+# engine tests.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
+from cached_forward import prefill_then_decode  # noqa: E402
 from tiny_configs import TINY_CONFIGS  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -73,26 +76,19 @@ def test_full_forward_logits_and_grads_match_xla():
 
 
 def test_prefill_then_decode_steps_match_xla():
-    # qwen3: one K/V head (MQA), head dim 16. Right-padded prompts of 5, 3 and 7 tokens.
+    # qwen3: one K/V head (MQA), head dim 16. Right-padded prompts of 5, 3 and 7 tokens, through
+    # the engine's cached forward (flash attention for the prefill, the decode kernel after).
     cfg, xla, pallas = _pair("qwen3")
     rng = np.random.default_rng(1)
     lengths = np.array([5, 3, 7])
     prompt_BxP = rng.integers(0, cfg.vocab_size, (3, 8)) * (np.arange(8)[None] < lengths[:, None])
     steps = rng.integers(0, cfg.vocab_size, (4, 3))
-    step = nnx.jit(lambda m, ids, cache: m(ids, cache=cache))
-    per_impl = []
-    for model in (xla, pallas):
-        cache = init_cache(cfg, 3, 32)
-        logits, cache = step(model, jnp.asarray(prompt_BxP), cache)
-        cache = advance(cache, jnp.asarray(lengths))
-        # Only real prompt positions count: padded ones are overwritten by the decode steps.
-        out = [np.asarray(logits)[np.arange(8)[None] < lengths[:, None]]]
-        for tok in steps:
-            logits, cache = step(model, jnp.asarray(tok)[:, None], cache)
-            cache = advance(cache, jnp.ones(3, jnp.int32))
-            out.append(np.asarray(logits[:, 0]))
-        per_impl.append(out)
-    for k, (x, p) in enumerate(zip(*per_impl)):
+    want_prompt, want = prefill_then_decode(xla, prompt_BxP, lengths, steps)
+    got_prompt, got = prefill_then_decode(pallas, prompt_BxP, lengths, steps)
+    # Only real prompt positions count: padded ones are overwritten by the decode steps.
+    real_BxP = np.arange(8)[None] < lengths[:, None]
+    np.testing.assert_allclose(got_prompt[real_BxP], want_prompt[real_BxP], atol=2e-5)
+    for k, (x, p) in enumerate(zip(want, got)):
         np.testing.assert_allclose(p, x, atol=2e-5, err_msg=f"step {k}")
 
 

@@ -1,13 +1,14 @@
-"""Prefill + one-token decode steps over the KV cache reproduce the full causal forward."""
+"""The engine's cached forward (batched prefill + one-token decode steps over per-layer caches)
+reproduces the model's full causal forward."""
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cached_forward import prefill_then_decode
 from flax import nnx
 from tiny_configs import TINY_CONFIGS
 
-from mimojax.models import Decoder, init_cache
-from mimojax.models.kv_cache import advance
+from mimojax.models import Decoder
 
 
 @pytest.mark.parametrize("name", sorted(TINY_CONFIGS))
@@ -20,25 +21,13 @@ def test_prefill_then_decode_equals_full_forward(name):
     prompt_BxP = np.zeros((3, 8), np.int64)
     for b, n in enumerate(lengths):
         prompt_BxP[b, :n] = full[b, :n]
-    step = nnx.jit(lambda m, ids, cache: m(ids, cache=cache))
-    cache = init_cache(cfg, 3, 32)
-    logits, cache = step(model, jnp.asarray(prompt_BxP), cache)
-    cache = advance(cache, jnp.asarray(lengths))
-    step_logits = [logits[np.arange(3), lengths - 1]]
-    for k in range(4):
-        tok = jnp.asarray(full[np.arange(3), lengths + k])
-        logits, cache = step(model, tok[:, None], cache)
-        cache = advance(cache, jnp.ones(3, jnp.int32))
-        step_logits.append(logits[:, 0])
+    steps = [full[np.arange(3), lengths + k] for k in range(4)]
+    _, step_logits = prefill_then_decode(model, prompt_BxP, lengths, steps)
     # Reference: the plain causal forward over each full row (no cache), right-padded.
     ref_mask = (np.arange(12)[None] < (lengths + 4)[:, None]).astype(np.int32)
     ref_all = np.asarray(model(jnp.asarray(full), attention_mask=jnp.asarray(ref_mask)))
     for b, n in enumerate(lengths):
-        ref = ref_all[b]
         for k in range(5):
             np.testing.assert_allclose(
-                np.asarray(step_logits[k][b]),
-                ref[n - 1 + k],
-                atol=2e-5,
-                err_msg=f"row {b} step {k}",
+                step_logits[k][b], ref_all[b, n - 1 + k], atol=2e-5, err_msg=f"row {b} step {k}"
             )

@@ -55,6 +55,8 @@ def get_config(arg=None):
     d.shuffle = True  # shuffle training prompts each epoch
     d.seed = 0  # shuffle seed
     d.batch_size = 32  # prompts per RL step (verl: data.train_batch_size)
+    d.system_prompt = placeholder(str)  # system message put before plain-prompt rows; None = none
+    d.default_env = placeholder(str)  # grader for rows without an "env" field; None = required
 
     cfg.rollout = r = ConfigDict()  # (verl: actor_rollout_ref.rollout)
     r.n = 8  # samples per prompt
@@ -87,6 +89,9 @@ def get_config(arg=None):
     kc.target_kl = 0.1  # adaptive: KL the controller steers towards
     kc.horizon = 10000  # adaptive: steps over which it adapts
     a.entropy_coeff = 0.0  # entropy bonus weight (verl: actor.entropy_coeff)
+    # DAPO dynamic sampling: groups whose samples all scored the same carry no signal; they are
+    # masked out of the update (verl: algorithm.filter_groups.enable; we mask, not resample).
+    a.filter_groups = False
     # Correcting for the engine's sampling distribution differing from the trainer's
     # (stale policy, numerics). Names follow verl's algorithm.rollout_correction.
     a.rollout_correction = rc = ConfigDict()
@@ -110,6 +115,26 @@ def get_config(arg=None):
     o.min_lr_ratio = 0.0  # cosine/linear decay floor, as a fraction of lr
     o.grad_clip = 1.0  # global gradient-norm clip; 0 = off (verl: actor.grad_clip)
 
+    cfg.critic = cr = ConfigDict()  # the value model, used when adv_estimator needs values (gae)
+    cr.lr = 1e-5  # its peak learning rate (verl: critic.optim.lr); other optimizer knobs shared
+    cr.cliprange_value = 0.5  # value clipping around the old values (verl: critic.cliprange_value)
+    cr.warmup_steps = 0  # steps the critic trains before the actor starts (verl: critic_warmup)
+
+    cfg.reward = rw = ConfigDict()  # the reward pool
+    rw.num_workers = 2  # grader processes; 0 = grade in the trainer process (no timeouts)
+    rw.timeout_s = 10.0  # a grader call past this is killed and flagged as an infra failure
+    rw.overlong_buffer = ob = ConfigDict()  # DAPO soft overlong punishment
+    ob.enable = False  # (verl: reward_model.overlong_buffer.enable)
+    ob.len = 64  # tokens before max_new_tokens where the linear penalty starts
+    ob.penalty_factor = 1.0  # penalty at max_new_tokens
+
+    cfg.eval = ev = ConfigDict()  # held-out evaluation on data.eval_files
+    ev.max_examples = 0  # evaluate on the first this-many eval rows; 0 = all
+    ev.pass_k = 0  # also sample k responses per prompt (rollout sampling settings) for pass@k
+    # With data.eval_files set: evaluate the starting model (the "before" number) / the last one.
+    ev.at_start = True
+    ev.at_end = True
+
     cfg.trainer = t = ConfigDict()
     t.total_steps = 100  # RL steps (verl: trainer.total_training_steps)
     t.ppo_epochs = 1  # passes over each rollout batch (verl: actor.ppo_epochs)
@@ -120,6 +145,9 @@ def get_config(arg=None):
     t.eval_every = 0  # steps between evaluations; 0 = never (verl: trainer.test_freq)
     t.seed = 0  # seed of params init, sampling and dropout RNG streams
     t.workdir = "runs/default"  # metrics, checkpoints and report (verl: default_local_dir)
+    t.time_limit_minutes = 0.0  # stop after this much training wall time (eval excluded); 0 = off
+    t.eval_at_minutes = ()  # also evaluate when training wall time first passes each of these
+    t.shuffle_mini_batches = True  # permute samples before splitting into mini-batches
 
     cfg.logging = lg = ConfigDict()
     lg.jsonl = True  # write metrics to <workdir>/metrics.jsonl

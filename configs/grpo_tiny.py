@@ -4,15 +4,16 @@ For tests and for checking the plumbing (data -> rollout -> reward -> update ->
 checkpoint), not for learning anything: the model is random, so rewards stay
 at chance.
 
-Launch:   mimojax train --config configs/grpo_tiny.py   (the `train` command arrives
-          with the trainer issue; args: `:model=tiny-random-qwen3`, `:runlocal`)
+Launch:   mimojax train --config configs/grpo_tiny.py --workdir /tmp/grpo_tiny
+          (args: `:model=tiny-random-qwen3`, `:runlocal`)
 Hardware: CPU (2 cores) or any single accelerator; also 8 fake CPU devices in tests.
-Expected: time not yet measured (no trainer yet); reward stays at chance level.
+Expected: 3 steps in well under a minute on 2 CPU cores; reward stays near zero.
 """
 
 from pathlib import Path
 
 from mimojax.config import load_config, parse_config_args
+from mimojax.envs.math.tasks import DATA_DIR
 
 ARGS = {
     "model": "tiny-random-llama",  # or tiny-random-qwen2, tiny-random-qwen3
@@ -30,8 +31,14 @@ def get_config(arg=None):
     cfg.model.remat = "none"
     cfg.model.logprob_chunk_size = 0
 
+    cfg.data.train_files = (str(DATA_DIR / "arith_train.jsonl"),)
+    cfg.data.eval_files = (str(DATA_DIR / "arith_test.jsonl"),)
+    cfg.data.system_prompt = "Be brief."
     cfg.data.batch_size = 2
-    cfg.data.max_prompt_length = 64
+    cfg.data.max_prompt_length = 96
+    cfg.eval.max_examples = 4
+    cfg.eval.pass_k = 2
+    cfg.reward.num_workers = 1
     # 2 prompts * 4 samples = 8: splits evenly over 1, 2, 4 or 8 data-parallel devices.
     cfg.rollout.n = 4
     cfg.rollout.max_new_tokens = 16

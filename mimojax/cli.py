@@ -1,4 +1,5 @@
-"""The `mimojax` command line: `info` and `generate` (train, eval, ... come with their issues)."""
+"""The `mimojax` command line: `info`, `generate`, and the trainer's `train / eval / report /
+export` (in cli_train.py)."""
 
 from __future__ import annotations
 
@@ -116,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gen.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     gen.set_defaults(func=cmd_generate, takes_config=False)
+    from mimojax import cli_train
+
+    cli_train.register(sub)
     return parser
 
 

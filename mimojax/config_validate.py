@@ -201,6 +201,45 @@ def _check_optimizer_and_io(cfg: ConfigDict, bad) -> None:
         bad(f"checkpoint.keep: must be >= 1, got {cfg.checkpoint.keep}")
 
 
+# Estimators whose inputs the trainer does not produce yet (a greedy baseline rollout for ReMax,
+# per-token sum of squared probabilities for the optimal-token baselines).
+TRAINER_UNSUPPORTED_ESTIMATORS = ("remax", "optimal_token_baseline", "tir_optimal_token_baseline")
+
+
+def _check_trainer(cfg: ConfigDict, bad) -> None:
+    if cfg.algorithm.adv_estimator in TRAINER_UNSUPPORTED_ESTIMATORS:
+        bad(
+            f"algorithm.adv_estimator: '{cfg.algorithm.adv_estimator}' is registered (usable from "
+            "mimojax.algos) but the trainer does not produce its extra inputs yet"
+        )
+    if cfg.model.value_head and cfg.algorithm.adv_estimator != "gae":
+        bad(
+            "model.value_head: a critic is only trained for algorithm.adv_estimator = 'gae', "
+            f"got '{cfg.algorithm.adv_estimator}'"
+        )
+    ob = cfg.reward.overlong_buffer
+    if ob.enable and not 0 < ob.len < cfg.rollout.max_new_tokens:
+        bad(
+            f"reward.overlong_buffer.len: must be in (0, rollout.max_new_tokens = "
+            f"{cfg.rollout.max_new_tokens}), got {ob.len}"
+        )
+    if cfg.reward.num_workers < 0:
+        bad(f"reward.num_workers: must be >= 0, got {cfg.reward.num_workers}")
+    if cfg.reward.timeout_s <= 0:
+        bad(f"reward.timeout_s: must be > 0, got {cfg.reward.timeout_s}")
+    if cfg.trainer.eval_every < 0:
+        bad(f"trainer.eval_every: must be >= 0 (0 = never), got {cfg.trainer.eval_every}")
+    if (cfg.trainer.eval_every > 0 or cfg.trainer.eval_at_minutes) and not cfg.data.eval_files:
+        bad(
+            "data.eval_files: trainer.eval_every / trainer.eval_at_minutes ask for evaluation "
+            "but no eval files are given; set data.eval_files or turn evaluation off"
+        )
+    if cfg.eval.pass_k < 0:
+        bad(f"eval.pass_k: must be >= 0 (0 = greedy only), got {cfg.eval.pass_k}")
+    if cfg.critic.warmup_steps < 0:
+        bad(f"critic.warmup_steps: must be >= 0, got {cfg.critic.warmup_steps}")
+
+
 def validate_config(cfg: ConfigDict, num_devices: int | None = None) -> ConfigDict:
     """Raise one ConfigError listing every inconsistency in `cfg`; return `cfg` if none."""
     if num_devices is None:
@@ -213,6 +252,7 @@ def validate_config(cfg: ConfigDict, num_devices: int | None = None) -> ConfigDi
     _check_rollout(cfg, problems.append)
     _check_model_and_sharding(cfg, problems.append)
     _check_optimizer_and_io(cfg, problems.append)
+    _check_trainer(cfg, problems.append)
     if problems:
         lines = "\n".join(f"  {p}" for p in problems)
         count = f"{len(problems)} problem" + ("s" if len(problems) > 1 else "")

@@ -55,23 +55,34 @@ def logprobs_from_hidden(
 
 
 def token_logprobs(
-    model, input_ids_BxT, attention_mask=None, temperature=1.0, chunk=128, top_k=0, top_p=1.0
+    model,
+    input_ids_BxT,
+    attention_mask=None,
+    temperature=1.0,
+    chunk=128,
+    top_k=0,
+    top_p=1.0,
+    start=1,
 ):
     """logp[b, t] = log p(input_ids[b, t] | input_ids[b, :t]) and the entropy of that
-    distribution; column 0 (no context) is 0. Aligned with the ids so `response_mask_BxT`
-    applies directly."""
+    distribution; columns before `start` (at least column 0, which has no context) are 0.
+    Aligned with the ids so `response_mask_BxT` applies directly.
+
+    `start` (static) skips the LM head on the prompt: with prompts left-padded into the first
+    `start` columns, only response positions pay for the [*, V] projection."""
+    start = max(int(start), 1)
     hidden_BxTxE = model.hidden_states(input_ids_BxT, attention_mask)
-    logp_BxT, entropy_BxT = logprobs_from_hidden(
-        hidden_BxTxE[:, :-1],
+    logp_BxR, entropy_BxR = logprobs_from_hidden(
+        hidden_BxTxE[:, start - 1 : -1],
         model.lm_head_weight(),
-        input_ids_BxT[:, 1:],
+        input_ids_BxT[:, start:],
         temperature,
         chunk,
         top_k,
         top_p,
     )
-    zeros_Bx1 = jnp.zeros_like(logp_BxT[:, :1])
+    zeros_BxS = jnp.zeros_like(logp_BxR[:, :1]).repeat(start, axis=1)
     return (
-        jnp.concatenate([zeros_Bx1, logp_BxT], axis=1),
-        jnp.concatenate([zeros_Bx1, entropy_BxT], axis=1),
+        jnp.concatenate([zeros_BxS, logp_BxR], axis=1),
+        jnp.concatenate([zeros_BxS, entropy_BxR], axis=1),
     )

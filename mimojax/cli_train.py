@@ -1,0 +1,130 @@
+"""`mimojax train / eval / report / export`: the trainer's commands (registered by cli.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def _config_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config", required=True, metavar="PATH[:ARGS]", help="configs/NAME.py[:args]"
+    )
+    p.add_argument(
+        "--workdir", default=None, help="metrics, checkpoints, report (default: trainer.workdir)"
+    )
+
+
+def register(sub) -> None:
+    """Adds the trainer's subcommands to the `mimojax` parser."""
+    train = sub.add_parser(
+        "train", help="run RL training (resumes if WORKDIR has a checkpoint)", allow_abbrev=False
+    )
+    _config_arg(train)
+    train.add_argument(
+        "--no-resume", action="store_true", help="refuse to start if WORKDIR has a checkpoint"
+    )
+    train.set_defaults(func=cmd_train, takes_config=True)
+
+    ev = sub.add_parser(
+        "eval", help="held-out metrics of the latest checkpoint in WORKDIR", allow_abbrev=False
+    )
+    _config_arg(ev)
+    ev.set_defaults(func=cmd_eval, takes_config=True)
+
+    rep = sub.add_parser("report", help="(re)write WORKDIR/report.html", allow_abbrev=False)
+    rep.add_argument("workdir")
+    rep.set_defaults(func=cmd_report, takes_config=False)
+
+    ex = sub.add_parser(
+        "export", help="write the latest checkpoint as an HF safetensors dir", allow_abbrev=False
+    )
+    _config_arg(ex)
+    ex.add_argument("--out", required=True, help="output directory")
+    ex.set_defaults(func=cmd_export, takes_config=True)
+
+
+def _load(args):
+    from mimojax.config import load_config
+
+    cfg = load_config(args.config, args.overrides)
+    workdir = args.workdir or cfg.trainer.workdir
+    return cfg, workdir
+
+
+def _fmt_eval(metrics: dict) -> str:
+    keys = sorted(k for k in metrics if k.startswith("val-core/"))
+    return ", ".join(f"{k} = {metrics[k]:.3f}" for k in keys) or "no eval metrics"
+
+
+def cmd_train(args) -> int:
+    from mimojax.checkpoint import CheckpointError, Checkpointer
+    from mimojax.data import DataError
+    from mimojax.metrics import read_metrics
+    from mimojax.report import write_report
+    from mimojax.trainer import Trainer
+
+    cfg, workdir = _load(args)
+    if args.no_resume:
+        ck = Checkpointer(os.path.join(workdir, "checkpoints"), keep=1, async_save=False)
+        latest = ck.latest_step()
+        ck.close()
+        if latest is not None:
+            print(f"mimojax train: {workdir} has a checkpoint at step {latest}", file=sys.stderr)
+            return 1
+    try:
+        trainer = Trainer(cfg, workdir, progress=True)
+    except (DataError, CheckpointError) as e:
+        print(f"mimojax train: {e}", file=sys.stderr)
+        return 1
+    trainer.train()
+    rows = read_metrics(workdir)
+    evals = [r for r in rows if any(k.startswith("val-core/") for k in r)]
+    if evals:
+        first, last = evals[0], evals[-1]
+        print(f"held-out before (step {first['step']}): {_fmt_eval(first)}")
+        print(
+            f"held-out after  (step {last['step']}, {last.get('perf/wall_s', 0.0):.0f}s "
+            f"training): {_fmt_eval(last)}"
+        )
+    print(f"report: {write_report(workdir)}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from mimojax.trainer import Trainer
+
+    cfg, workdir = _load(args)
+    trainer = Trainer(cfg, workdir, progress=False)
+    try:
+        metrics = trainer.evaluate()
+    finally:
+        trainer.close()
+    print(json.dumps({"step": trainer.step, **metrics}, indent=1, sort_keys=True))
+    return 0
+
+
+def cmd_report(args) -> int:
+    from mimojax.report import write_report
+
+    print(write_report(args.workdir))
+    return 0
+
+
+def cmd_export(args) -> int:
+    from flax import nnx
+
+    from mimojax.models.loader import load_model_from_config, save_hf
+    from mimojax.trainer import Trainer
+
+    cfg, workdir = _load(args)
+    trainer = Trainer(cfg, workdir, progress=False)
+    trainer.close()
+    model, tokenizer, _, _ = load_model_from_config(cfg)
+    graphdef, state = nnx.split(model)
+    nnx.replace_by_pure_dict(state, trainer.actor.params)
+    save_hf(nnx.merge(graphdef, state), tokenizer, args.out)
+    print(f"step {trainer.step} -> {args.out}")
+    return 0

@@ -1,0 +1,213 @@
+"""Metric names (verl's), the per-step JSONL log, wandb, console progress, phase timers."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+import uuid
+import warnings
+from collections import defaultdict
+from contextlib import contextmanager
+
+METRIC_NAMES = {
+    "critic/score/mean": "mean grader score of the step's valid samples (also /max, /min)",
+    "critic/rewards/mean": "mean per-sample reward after shaping (overlong, in-reward KL)",
+    "critic/advantages/mean": "mean advantage over response tokens (also /max, /min)",
+    "critic/returns/mean": "mean return over response tokens",
+    "critic/values/mean": "mean critic value over response tokens (gae only)",
+    "critic/vf_loss": "value loss",
+    "response_length/mean": "response tokens per sample (also /max, /min)",
+    "response_length/clip_ratio": "fraction of samples cut at rollout.max_new_tokens",
+    "prompt_length/mean": "prompt tokens per sample",
+    "actor/pg_loss": "policy-gradient loss",
+    "actor/pg_clipfrac": "fraction of tokens whose ratio was clipped",
+    "actor/ppo_kl": "mean old-vs-new logprob difference",
+    "actor/entropy": "mean token entropy of the policy",
+    "actor/kl_loss": "KL(actor || reference) loss term",
+    "actor/grad_norm": "global gradient norm before clipping",
+    "actor/lr": "learning rate",
+    "train/skipped_updates": "updates skipped because the loss or gradient was not finite",
+    "reward/infra_failures": "samples whose grader raised, hung or died (excluded)",
+    "timing_s/gen": "seconds generating rollouts (also reward, old_log_prob, ref, values, adv, "
+    "update_actor, update_critic, sync, step, eval, save_checkpoint)",
+    "perf/throughput": "tokens (prompt + response) per second of step time",
+    "perf/time_per_step": "seconds per RL step",
+    "perf/total_num_tokens": "tokens processed so far",
+    "perf/wall_s": "cumulative training wall time (evaluation excluded)",
+    "val-core/<env>/acc/greedy": "held-out accuracy, greedy decoding",
+    "val-core/<env>/pass@k": "held-out pass@k with the rollout sampling settings",
+}
+
+
+class Timer:
+    """`with timer("gen"):` accumulates seconds; `pop()` returns {"timing_s/gen": s} and resets."""
+
+    def __init__(self):
+        self._s = defaultdict(float)
+
+    @contextmanager
+    def __call__(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._s[name] += time.perf_counter() - t0
+
+    def pop(self) -> dict[str, float]:
+        out = {f"timing_s/{k}": v for k, v in self._s.items()}
+        self._s.clear()
+        return out
+
+
+def reduce_metrics(rows: list[dict]) -> dict[str, float]:
+    """Mean of each key over the dicts that have it."""
+    acc = defaultdict(list)
+    for r in rows:
+        for k, v in r.items():
+            acc[k].append(float(v))
+    return {k: sum(v) / len(v) for k, v in acc.items()}
+
+
+def _clean(value):
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return value if isinstance(value, (str, bool)) or value is None else str(value)
+    return x if math.isfinite(x) else None
+
+
+def _read_lines(path: str) -> list[dict]:
+    rows = []
+    if not os.path.exists(path):
+        return rows
+    with open(path) as f:
+        for line in f:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # a line cut by a kill mid-write: nothing after it is trusted
+    return rows
+
+
+def read_metrics(path_or_workdir: str) -> list[dict]:
+    """The rows of a run's metrics.jsonl (a truncated last line is skipped)."""
+    path = path_or_workdir
+    if os.path.isdir(path):
+        path = os.path.join(path, "metrics.jsonl")
+    return _read_lines(path)
+
+
+class MetricsLogger:
+    """One JSON line per step in WORKDIR/metrics.jsonl (flushed), wandb, and console progress.
+
+    Resuming at `start_step` S keeps only lines with step <= S, so steps re-run after the last
+    checkpoint are not duplicated.
+    """
+
+    def __init__(
+        self,
+        workdir: str,
+        *,
+        total_steps: int,
+        start_step: int = 0,
+        jsonl: bool = True,
+        wandb_mode: str = "offline",
+        wandb_project: str = "mimojax",
+        wandb_entity: str | None = None,
+        wandb_name: str | None = None,
+        config: dict | None = None,
+        progress: bool = True,
+    ):
+        self.workdir, self.total_steps = workdir, int(total_steps)
+        self.path = os.path.join(workdir, "metrics.jsonl")
+        self._file = None
+        if jsonl:
+            kept = [r for r in _read_lines(self.path) if start_step > 0 and r["step"] <= start_step]
+            with open(self.path, "w") as f:
+                f.writelines(json.dumps(r) + "\n" for r in kept)
+            self._file = open(self.path, "a")
+        self.progress = progress
+        self._t0, self._start = time.perf_counter(), int(start_step)
+        self._wandb = None
+        if wandb_mode != "disabled":
+            self._wandb = _init_wandb(
+                workdir, wandb_mode, wandb_project, wandb_entity, wandb_name, config
+            )
+
+    def log(self, step: int, metrics: dict) -> None:
+        row = {"step": int(step), **{k: _clean(v) for k, v in sorted(metrics.items())}}
+        if self._file is not None:
+            self._file.write(json.dumps(row) + "\n")
+            self._file.flush()
+        if self._wandb is not None:
+            self._wandb.log({k: v for k, v in row.items() if v is not None}, step=int(step))
+        if self.progress:
+            print(self._line(row), file=sys.stderr, flush=True)
+
+    def _line(self, row: dict) -> str:
+        step = row["step"]
+        parts = [f"step {step}/{self.total_steps}"]
+        if row.get("critic/score/mean") is not None:
+            parts.append(f"reward {row['critic/score/mean']:.3f}")
+        if row.get("response_length/mean") is not None:
+            parts.append(f"len {row['response_length/mean']:.1f}")
+        for k, v in row.items():
+            if k.startswith("val-core/") and v is not None:
+                parts.append(f"{k.removeprefix('val-core/')} {v:.3f}")
+        if row.get("perf/time_per_step") is not None:
+            parts.append(f"{row['perf/time_per_step']:.1f}s/step")
+        done = step - self._start
+        if done > 0:
+            eta = (time.perf_counter() - self._t0) / done * (self.total_steps - step)
+            parts.append(f"ETA {eta / 60:.1f}m")
+        if row.get("perf/wall_s") is not None:
+            parts.append(f"train {row['perf/wall_s'] / 60:.1f}m")
+        return " | ".join(parts)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self._wandb is not None:
+            try:
+                self._wandb.finish()
+            except Exception:  # noqa: BLE001 - logging must not fail the run
+                pass
+            self._wandb = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _init_wandb(workdir, mode, project, entity, name, config):
+    """A wandb run resumed by a stable id kept in WORKDIR/wandb_id.txt; None if it fails."""
+    id_path = os.path.join(workdir, "wandb_id.txt")
+    if os.path.exists(id_path):
+        run_id = open(id_path).read().strip()
+    else:
+        run_id = uuid.uuid4().hex[:12]
+        with open(id_path, "w") as f:
+            f.write(run_id)
+    try:
+        os.environ.setdefault("WANDB_SILENT", "true")
+        import wandb
+
+        return wandb.init(
+            mode=mode,
+            dir=workdir,
+            project=project,
+            entity=entity,
+            name=name,
+            config=config,
+            id=run_id,
+            resume="allow",
+        )
+    except Exception as e:  # noqa: BLE001 - a broken wandb install must not stop training
+        warnings.warn(f"wandb disabled: {type(e).__name__}: {e}", stacklevel=2)
+        return None

@@ -39,7 +39,7 @@ def get_config(arg=None):
     cfg.data.seed = int(args["seed"])
 
     cfg.rollout.n = 8
-    cfg.rollout.temperature = 1.0
+    cfg.rollout.temperature = 0.7  # T=1 samples are far worse than greedy (3% vs 29%): no signal
     cfg.rollout.max_new_tokens = 24
     cfg.rollout.max_concurrent_decodes = 32
     cfg.rollout.seed = int(args["seed"])

@@ -26,16 +26,21 @@ def build_batch(
     *,
     pad_id: int,
     multiple: int = 16,
+    response_len: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Numpy arrays for the update; invalid (infra-failed) samples get an all-zero response mask.
 
     Keys: input_ids_BxT, attention_mask_BxT, response_mask_BxT, rollout_logp_BxT,
     token_rewards_BxT (score on the last response token), scores_B, valid_B, group_ids_B,
-    response_len_B, prompt_len_B; plus `prompt_len` P (int).
+    response_len_B, prompt_len_B; plus `prompt_len` P (int). `response_len` fixes R (the
+    rollout's max_new_tokens rounded up to 8): one response shape, so one compile per P bucket.
     """
     B = len(trajs)
     P = bucket(max(len(t.prompt_ids) for t in trajs), multiple)
-    R = bucket(max(max(len(t.response_ids) for t in trajs), 1), multiple)
+    longest = max(max(len(t.response_ids) for t in trajs), 1)
+    R = bucket(longest, multiple) if response_len is None else bucket(response_len, 8)
+    if longest > R:
+        raise ValueError(f"build_batch: a response has {longest} tokens > response_len {R}")
     T = P + R
     ids = np.full((B, T), pad_id, np.int32)
     attn = np.zeros((B, T), np.int32)

@@ -34,6 +34,14 @@ def register(sub) -> None:
     _config_arg(ev)
     ev.set_defaults(func=cmd_eval, takes_config=True)
 
+    sft = sub.add_parser(
+        "sft",
+        help="supervised fine-tuning on chat rows (loss on assistant tokens); writes WORKDIR/hf",
+        allow_abbrev=False,
+    )
+    _config_arg(sft)
+    sft.set_defaults(func=cmd_sft, takes_config=True)
+
     rep = sub.add_parser("report", help="(re)write WORKDIR/report.html", allow_abbrev=False)
     rep.add_argument("workdir")
     rep.set_defaults(func=cmd_report, takes_config=False)
@@ -103,6 +111,20 @@ def cmd_eval(args) -> int:
     finally:
         trainer.close()
     print(json.dumps({"step": trainer.step, **metrics}, indent=1, sort_keys=True))
+    return 0
+
+
+def cmd_sft(args) -> int:
+    from mimojax.data import DataError
+    from mimojax.sft import run_sft
+
+    cfg, workdir = _load(args)
+    try:
+        metrics = run_sft(cfg, workdir)
+    except DataError as e:
+        print(f"mimojax sft: {e}", file=sys.stderr)
+        return 1
+    print(f"final sft/loss {metrics['sft/loss']:.4f}; model: {os.path.join(workdir, 'hf')}")
     return 0
 
 

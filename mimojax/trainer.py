@@ -290,7 +290,13 @@ class Trainer:
             results = self._score(trajs)
         scores_B = [r.score for r in results]
         valid_B = [r.valid for r in results]
-        batch = build_batch(trajs, scores_B, valid_B, pad_id=self._pad_id())
+        batch = build_batch(
+            trajs,
+            scores_B,
+            valid_B,
+            pad_id=self._pad_id(),
+            response_len=int(cfg.rollout.max_new_tokens),
+        )
         P = batch["prompt_len"]
         mask = batch["response_mask_BxT"].astype(np.float32)
         metrics: dict[str, float] = {}
@@ -405,11 +411,13 @@ class Trainer:
                 if self.critic is not None:
                     with timer("update_critic"):
                         self.critic, m = self._critic_step(self.critic, {**mb, **counts})
-                        critic_m.append(m)
+                        critic_m.append(jax.block_until_ready(m))  # time the compute, not dispatch
                 if train_actor:
                     with timer("update_actor"):
-                        self.actor, m = self._actor_step(self.actor, {**mb, **counts}, prompt_len=P)
-                        actor_m.append(m)
+                        self.actor, m = self._actor_step(
+                            self.actor, {**mb, **counts}, prompt_len=P
+                        )
+                        actor_m.append(jax.block_until_ready(m))
         out = {}
         for ms in (actor_m, critic_m):
             if ms:

@@ -91,7 +91,7 @@ def get_config(arg=None):
     a.entropy_coeff = 0.0  # entropy bonus weight (verl: actor.entropy_coeff)
     # DAPO dynamic sampling: groups whose samples all scored the same carry no signal; they are
     # masked out of the update (verl: algorithm.filter_groups.enable; we mask, not resample).
-    a.filter_groups = False
+    a.filter_groups = False  # drop (mask) zero-variance groups from the update
     # Correcting for the engine's sampling distribution differing from the trainer's
     # (stale policy, numerics). Names follow verl's algorithm.rollout_correction.
     a.rollout_correction = rc = ConfigDict()
@@ -131,9 +131,8 @@ def get_config(arg=None):
     cfg.eval = ev = ConfigDict()  # held-out evaluation on data.eval_files
     ev.max_examples = 0  # evaluate on the first this-many eval rows; 0 = all
     ev.pass_k = 0  # also sample k responses per prompt (rollout sampling settings) for pass@k
-    # With data.eval_files set: evaluate the starting model (the "before" number) / the last one.
-    ev.at_start = True
-    ev.at_end = True
+    ev.at_start = True  # with data.eval_files: evaluate the starting model (the "before" number)
+    ev.at_end = True  # ... and the final one, whatever trainer.eval_every says
 
     cfg.trainer = t = ConfigDict()
     t.total_steps = 100  # RL steps (verl: trainer.total_training_steps)

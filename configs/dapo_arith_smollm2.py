@@ -7,7 +7,8 @@ samples all scored the same (`algorithm.filter_groups`: masked out of the update
 DAPO resamples). No KL term.
 
 Launch:   mimojax train --config configs/dapo_arith_smollm2.py --workdir runs/dapo_arith
-          args: `:seed=N`, `:minutes=M`, `:tiny` (tiny random model, for tests)
+          args: `:seed=N`, `:minutes=M`, `:tiny` (tiny random model, for tests),
+          `:runlocal` (SmolLM2, two small steps: a smoke run)
 Hardware: 2 CPU cores; any single accelerator.
 Expected: not measured yet beyond the few-step test (tests/trainer/test_recipes.py).
 """
@@ -16,16 +17,22 @@ from pathlib import Path
 
 from mimojax.config import load_config, parse_config_args
 
-ARGS = {"seed": 0, "minutes": 15.0, "tiny": False}
+ARGS = {
+    "seed": 0,  # data shuffle, sampling and trainer seeds
+    "minutes": 15.0,  # training wall-time budget (evaluation excluded)
+    "tiny": False,  # tiny random model (configs/grpo_tiny.py) instead of SmolLM2: for tests
+    "runlocal": False,  # SmolLM2, two small steps, no evaluation: a smoke run
+}
 
 
 def get_config(arg=None):
-    """Return the DAPO config; args: seed=N, minutes=M, tiny."""
+    """Return the DAPO config; args: seed=N, minutes=M, tiny, runlocal."""
     args = parse_config_args(arg, ARGS)
     base = "grpo_tiny.py" if args["tiny"] else "grpo_arith_smollm2.py"
     spec = str(Path(__file__).with_name(base))
     if not args["tiny"]:
         spec += f":seed={args['seed']},minutes={args['minutes']}"
+        spec += ",runlocal" if args["runlocal"] else ""
     cfg = load_config(spec)
     cfg.algorithm.adv_estimator = "grpo"
     cfg.algorithm.clip_ratio_low = 0.2

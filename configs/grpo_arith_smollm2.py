@@ -7,10 +7,11 @@ scores ~28% greedy on the fixed held-out split; GRPO rewards the responses that 
 answer, which teaches it to answer directly.
 
 Launch:   mimojax train --config configs/grpo_arith_smollm2.py --workdir runs/grpo_arith
-          args: `:seed=N` (sampling, shuffle and init seeds)
+          args: `:seed=N` (sampling, shuffle and init seeds), `:minutes=M` (training budget),
+          `:runlocal` (two tiny steps, no evaluation: a smoke run)
 Hardware: 2 CPU cores (the numbers below); any single accelerator runs it faster.
 Expected: see README "Default job" for held-out accuracy before / after and the wall time
-          (measured with `scripts/demo_seeds.sh`).
+          (measured with `scripts/demo_lift.py --seeds 0 1 2 --minutes 15`).
 """
 
 from pathlib import Path
@@ -18,11 +19,15 @@ from pathlib import Path
 from mimojax.config import load_config, parse_config_args
 from mimojax.envs.math.tasks import DATA_DIR
 
-ARGS = {"seed": 0, "minutes": 15.0}
+ARGS = {
+    "seed": 0,  # data shuffle, sampling and trainer seeds
+    "minutes": 15.0,  # training wall-time budget (evaluation excluded)
+    "runlocal": False,  # two small steps, no evaluation or checkpoints: a smoke run
+}
 
 
 def get_config(arg=None):
-    """Return the demo config; args: seed=N, minutes=M (training wall-time budget)."""
+    """Return the demo config; args: seed=N, minutes=M (training wall-time budget), runlocal."""
     args = parse_config_args(arg, ARGS)
     cfg = load_config(str(Path(__file__).with_name("base.py")))
 
@@ -67,4 +72,18 @@ def get_config(arg=None):
     cfg.logging.wandb.project = "mimojax-demo"
     cfg.checkpoint.every_steps = 10
     cfg.checkpoint.keep = 2
+
+    if args["runlocal"]:
+        cfg.data.batch_size = 2
+        cfg.rollout.n = 4
+        cfg.rollout.max_concurrent_decodes = 8
+        cfg.trainer.total_steps = 2
+        cfg.trainer.time_limit_minutes = 0.0
+        cfg.trainer.eval_at_minutes = ()
+        cfg.trainer.mini_batch_size = 2
+        cfg.trainer.micro_batch_size = 8
+        cfg.trainer.workdir = "runs/grpo_arith_smollm2_local"
+        cfg.eval.at_start = cfg.eval.at_end = False
+        cfg.logging.wandb.mode = "disabled"
+        cfg.checkpoint.every_steps = 0
     return cfg

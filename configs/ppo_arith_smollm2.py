@@ -5,7 +5,8 @@ Same task, data and budget as `grpo_arith_smollm2.py`; advantages come from a va
 the actor, one sample per prompt as in classic PPO-RLHF, more prompts per step.
 
 Launch:   mimojax train --config configs/ppo_arith_smollm2.py --workdir runs/ppo_arith
-          args: `:seed=N`, `:minutes=M`, `:tiny` (tiny random model, for tests)
+          args: `:seed=N`, `:minutes=M`, `:tiny` (tiny random model, for tests),
+          `:runlocal` (SmolLM2, two small steps: a smoke run)
 Hardware: 2 CPU cores; any single accelerator.
 Expected: not measured yet beyond the few-step test (tests/trainer/test_recipes.py).
 """
@@ -14,16 +15,22 @@ from pathlib import Path
 
 from mimojax.config import load_config, parse_config_args
 
-ARGS = {"seed": 0, "minutes": 15.0, "tiny": False}
+ARGS = {
+    "seed": 0,  # data shuffle, sampling and trainer seeds
+    "minutes": 15.0,  # training wall-time budget (evaluation excluded)
+    "tiny": False,  # tiny random model (configs/grpo_tiny.py) instead of SmolLM2: for tests
+    "runlocal": False,  # SmolLM2, two small steps, no evaluation: a smoke run
+}
 
 
 def get_config(arg=None):
-    """Return the PPO config; args: seed=N, minutes=M, tiny."""
+    """Return the PPO config; args: seed=N, minutes=M, tiny, runlocal."""
     args = parse_config_args(arg, ARGS)
     base = "grpo_tiny.py" if args["tiny"] else "grpo_arith_smollm2.py"
     spec = str(Path(__file__).with_name(base))
     if not args["tiny"]:
         spec += f":seed={args['seed']},minutes={args['minutes']}"
+        spec += ",runlocal" if args["runlocal"] else ""
     cfg = load_config(spec)
     cfg.model.value_head = True
     cfg.algorithm.adv_estimator = "gae"
@@ -38,7 +45,8 @@ def get_config(arg=None):
         cfg.trainer.workdir = "runs/ppo_tiny"
     else:
         cfg.rollout.n = 1
-        cfg.data.batch_size = 32
-        cfg.trainer.mini_batch_size = 16
+        cfg.data.batch_size = 8 if args["runlocal"] else 32
+        cfg.trainer.mini_batch_size = 4 if args["runlocal"] else 16
+        cfg.trainer.micro_batch_size = 4 if args["runlocal"] else 16
         cfg.trainer.workdir = "runs/ppo_arith_smollm2"
     return cfg

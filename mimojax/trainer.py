@@ -215,7 +215,11 @@ class Trainer:
         self.checkpointer.save(self.step, self._array_state(), self._meta())
 
     def _restore(self, step: int) -> None:
-        state, meta = self.checkpointer.restore(step, self._array_state())
+        current = self._array_state()
+        state, meta = self.checkpointer.restore(step, current)
+        # Put every leaf back where the live state keeps it (the mesh's shardings), so the
+        # jitted steps see the same devices as before the restart.
+        state = jax.tree.map(lambda new, old: jax.device_put(new, old.sharding), state, current)
         self.actor = type(self.actor)(**state["actor"])
         if self.critic is not None:
             self.critic = type(self.critic)(**state["critic"])

@@ -2,12 +2,14 @@
 
 import json
 import logging
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from mimojax.config import load_config
 from mimojax.data import DataError, PromptDataset, prompt_dataset_from_config, read_rows
 from mimojax.models.tokenizer import encode_chat
 
@@ -181,9 +183,8 @@ def test_messages_rows_and_system_prompt(tmp_path, tok):
 
 
 def test_from_config_train_and_eval(tmp_path, tok):
-    from configs.grpo_tiny import get_config
-
-    cfg = get_config()
+    cfg = load_config(str(Path(__file__).resolve().parents[1] / "configs" / "grpo_tiny.py"))
+    cfg.data.train_files = ()
     with pytest.raises(DataError, match=r"data\.train_files"):
         prompt_dataset_from_config(cfg, tok, "train")
     cfg.data.train_files = (_jsonl(tmp_path / "a.jsonl", _rows(6)),)

@@ -9,9 +9,7 @@ import sys
 
 
 def _config_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--config", required=True, metavar="PATH[:ARGS]", help="configs/NAME.py[:args]"
-    )
+    p.add_argument("--config", required=True, metavar="PATH[:ARGS]", help="configs/NAME.py[:args]")
     p.add_argument(
         "--workdir", default=None, help="metrics, checkpoints, report (default: trainer.workdir)"
     )
@@ -68,7 +66,7 @@ def _fmt_eval(metrics: dict) -> str:
 
 
 def cmd_train(args) -> int:
-    from mimojax.checkpoint import CheckpointError, Checkpointer
+    from mimojax.checkpoint import Checkpointer, CheckpointError
     from mimojax.data import DataError
     from mimojax.metrics import read_metrics
     from mimojax.report import write_report

@@ -120,8 +120,10 @@ class MetricsLogger:
         wandb_name: str | None = None,
         config: dict | None = None,
         progress: bool = True,
+        time_limit_s: float = 0.0,
     ):
         self.workdir, self.total_steps = workdir, int(total_steps)
+        self.time_limit_s = float(time_limit_s)  # a training wall-time budget also bounds the ETA
         self.path = os.path.join(workdir, "metrics.jsonl")
         self._file = None
         if jsonl:
@@ -162,6 +164,8 @@ class MetricsLogger:
         done = step - self._start
         if done > 0:
             eta = (time.perf_counter() - self._t0) / done * (self.total_steps - step)
+            if self.time_limit_s > 0 and row.get("perf/wall_s") is not None:
+                eta = min(eta, max(self.time_limit_s - row["perf/wall_s"], 0.0))
             parts.append(f"ETA {eta / 60:.1f}m")
         if row.get("perf/wall_s") is not None:
             parts.append(f"train {row['perf/wall_s'] / 60:.1f}m")

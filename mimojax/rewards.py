@@ -45,7 +45,9 @@ def get_reward_fn(env: str):
         module_name, _, attr = env.partition(":")
         fn = getattr(importlib.import_module(module_name), attr, None)
         if not callable(fn):
-            raise UnknownNameError(f"reward function {env!r}: {module_name} has no function {attr!r}")
+            raise UnknownNameError(
+                f"reward function {env!r}: {module_name} has no function {attr!r}"
+            )
         return fn
     if env not in REWARD_FUNCTIONS and env.isidentifier():
         try:
@@ -208,7 +210,9 @@ class RewardPool:
             raise ValueError(f"reward timeout_s must be > 0, got {timeout_s}")
         if mp_context not in ("spawn", "forkserver"):
             # fork would copy the parent's JAX runtime threads and locks into the child.
-            raise ValueError(f"reward mp_context must be 'spawn' or 'forkserver', got {mp_context!r}")
+            raise ValueError(
+                f"reward mp_context must be 'spawn' or 'forkserver', got {mp_context!r}"
+            )
         self.num_workers = num_workers
         self.timeout_s = float(timeout_s)
         self._ctx = multiprocessing.get_context(mp_context)

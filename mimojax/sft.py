@@ -90,8 +90,10 @@ def run_sft(cfg, workdir: str, *, progress: bool = True) -> dict:
     limit = int(cfg.data.max_prompt_length + cfg.rollout.max_new_tokens)
     kept = [e for e in examples if len(e[0]) <= limit]
     if not kept:
-        raise DataError(f"every chat is longer than {limit} tokens (data.max_prompt_length + "
-                        "rollout.max_new_tokens)")
+        raise DataError(
+            f"every chat is longer than {limit} tokens (data.max_prompt_length + "
+            "rollout.max_new_tokens)"
+        )
     graphdef, state = nnx.split(model)
     total = int(cfg.trainer.total_steps)
     optimizer = make_optimizer(cfg.optimizer, total)
@@ -103,8 +105,9 @@ def run_sft(cfg, workdir: str, *, progress: bool = True) -> dict:
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     B = int(cfg.data.batch_size)
     metrics = {}
-    with MetricsLogger(workdir, total_steps=total, jsonl=True, wandb_mode="disabled",
-                       progress=progress) as logger:
+    with MetricsLogger(
+        workdir, total_steps=total, jsonl=True, wandb_mode="disabled", progress=progress
+    ) as logger:
         order = rng.permutation(len(kept))
         for step in range(1, total + 1):
             t0 = time.perf_counter()
@@ -117,8 +120,11 @@ def run_sft(cfg, workdir: str, *, progress: bool = True) -> dict:
                 ids[b, : len(r_ids)], attn[b, : len(r_ids)] = r_ids, 1
                 mask[b, : len(r_ids)] = r_mask
             train, loss, norm = step_fn(train, ids, attn, mask)
-            metrics = {"sft/loss": float(loss), "sft/grad_norm": float(norm),
-                       "perf/time_per_step": time.perf_counter() - t0}
+            metrics = {
+                "sft/loss": float(loss),
+                "sft/grad_norm": float(norm),
+                "perf/time_per_step": time.perf_counter() - t0,
+            }
             logger.log(step, metrics)
     nnx.replace_by_pure_dict(state, train.params)
     save_hf(nnx.merge(graphdef, state), tok, os.path.join(workdir, "hf"))

@@ -149,9 +149,7 @@ def _accumulate(loss_fn, params, micro_batches):
     return loss, grads, metrics
 
 
-def _actor_loss(
-    params, mb, *, graphdef, hp: ActorHParams, prompt_len, global_tokens, global_seqs
-):
+def _actor_loss(params, mb, *, graphdef, hp: ActorHParams, prompt_len, global_tokens, global_seqs):
     model = nnx.merge(graphdef, params)
     ids, attn = mb["input_ids_BxT"], mb["attention_mask_BxT"]
     mask = mb["response_mask_BxT"].astype(jnp.float32)
@@ -274,9 +272,7 @@ def sequence_logprobs(
 ):
     """Per-token logprobs of a batch under `params` (old-policy and reference passes)."""
     model = nnx.merge(graphdef, params)
-    logp, _ = token_logprobs(
-        model, ids_BxT, attn_BxT, temperature, chunk, top_k, top_p, prompt_len
-    )
+    logp, _ = token_logprobs(model, ids_BxT, attn_BxT, temperature, chunk, top_k, top_p, prompt_len)
     return logp
 
 

@@ -23,8 +23,13 @@ import numpy as np
 from flax import nnx
 
 from mimojax import checkpoint as ckpt_lib
-from mimojax.algos import ADVANTAGE_ESTIMATORS, KLController, apply_kl_penalty, filter_groups
-from mimojax.algos import apply_overlong_shaping
+from mimojax.algos import (
+    ADVANTAGE_ESTIMATORS,
+    KLController,
+    apply_kl_penalty,
+    apply_overlong_shaping,
+    filter_groups,
+)
 from mimojax.batch import build_batch, micro_batches
 from mimojax.config import validate
 from mimojax.data import prompt_dataset_from_config
@@ -37,6 +42,7 @@ from mimojax.rewards import RewardPool, summarize
 from mimojax.rollout.single_turn import rollout_single_turn
 from mimojax.train_step import (
     ActorHParams,
+    actor_update,
     critic_update,
     critic_values,
     init_state,
@@ -44,13 +50,29 @@ from mimojax.train_step import (
     make_schedule,
     policy_loss_options,
     sequence_logprobs,
-    actor_update,
 )
 
 log = logging.getLogger(__name__)
 
 # Estimators that take Dr.GRPO's switch (divide by the group std or not).
 _STD_NORMED = ("grpo", "grpo_passk", "grpo_vectorized", "gdpo")
+
+
+def _on_mesh(state, mesh):
+    """Replicates over `mesh` every leaf not already placed on it (optimizer counters, step).
+
+    Fresh scalars are uncommitted and follow the params into jit; the same scalars restored
+    from a checkpoint come back committed to one device, which jit refuses to mix with the
+    mesh-sharded params. Placing them on the mesh up front makes both cases identical.
+    """
+    replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+
+    def place(x):
+        if isinstance(getattr(x, "sharding", None), jax.sharding.NamedSharding):
+            return x
+        return jax.device_put(x, replicated)
+
+    return jax.tree.map(place, state)
 
 
 def _split_params(module):
@@ -94,13 +116,15 @@ class Trainer:
         actor_opt = make_optimizer(cfg.optimizer, total_updates)
 
         self.actor_def, actor_params = _split_params(model)
-        self.actor = init_state(actor_params, actor_opt)
+        self.actor = _on_mesh(init_state(actor_params, actor_opt), self.mesh)
         self.use_ref = bool(a.use_kl_loss or a.use_kl_in_reward)
         # The reference is the starting policy, frozen; a resumed run rebuilds it from the
         # same weights, so it is not checkpointed.
         self.ref_params = jax.tree.map(jnp.copy, actor_params) if self.use_ref else None
         self.kl_ctrl = KLController(
-            float(a.kl_ctrl.kl_coef), a.kl_ctrl.type, float(a.kl_ctrl.target_kl),
+            float(a.kl_ctrl.kl_coef),
+            a.kl_ctrl.type,
+            float(a.kl_ctrl.target_kl),
             float(a.kl_ctrl.horizon),
         )
         # One update per batch: the old policy is the current one (verl's on-policy shortcut).
@@ -154,7 +178,7 @@ class Trainer:
             critic_model = ValueModel.from_decoder(model, seed=int(t.seed))
             self.critic_def, critic_params = _split_params(critic_model)
             critic_opt = make_optimizer(_with_lr(cfg.optimizer, cfg.critic.lr), total_updates)
-            self.critic = init_state(critic_params, critic_opt)
+            self.critic = _on_mesh(init_state(critic_params, critic_opt), self.mesh)
             self._critic_step = jax.jit(
                 functools.partial(
                     critic_update,
@@ -190,12 +214,16 @@ class Trainer:
             wandb_name=cfg.logging.wandb.name,
             config=cfg.to_dict(),
             progress=progress,
+            time_limit_s=60.0 * float(t.time_limit_minutes),
         )
         self._write_run_info()
 
     # ------------------------------------------------------------------ state
     def _array_state(self) -> dict:
-        state = {"actor": self.actor._asdict(), "kl_coef": jnp.asarray(self.kl_ctrl.coef, jnp.float32)}
+        state = {
+            "actor": self.actor._asdict(),
+            "kl_coef": jnp.asarray(self.kl_ctrl.coef, jnp.float32),
+        }
         if self.critic is not None:
             state["critic"] = self.critic._asdict()
         return state
@@ -215,11 +243,7 @@ class Trainer:
         self.checkpointer.save(self.step, self._array_state(), self._meta())
 
     def _restore(self, step: int) -> None:
-        current = self._array_state()
-        state, meta = self.checkpointer.restore(step, current)
-        # Put every leaf back where the live state keeps it (the mesh's shardings), so the
-        # jitted steps see the same devices as before the restart.
-        state = jax.tree.map(lambda new, old: jax.device_put(new, old.sharding), state, current)
+        state, meta = self.checkpointer.restore(step, self._array_state())
         self.actor = type(self.actor)(**state["actor"])
         if self.critic is not None:
             self.critic = type(self.critic)(**state["critic"])
@@ -418,9 +442,7 @@ class Trainer:
                         critic_m.append(jax.block_until_ready(m))  # time the compute, not dispatch
                 if train_actor:
                     with timer("update_actor"):
-                        self.actor, m = self._actor_step(
-                            self.actor, {**mb, **counts}, prompt_len=P
-                        )
+                        self.actor, m = self._actor_step(self.actor, {**mb, **counts}, prompt_len=P)
                         actor_m.append(jax.block_until_ready(m))
         out = {}
         for ms in (actor_m, critic_m):

@@ -51,14 +51,17 @@ def summarize(workdirs: dict[int, str]) -> list[dict]:
 
 
 def print_table(rows: list[dict]) -> None:
-    print("| seed | base greedy acc | acc @ first eval >= 5 min (wall s, step) | lift | "
-          "acc at end (wall s, step) | lift |")
+    print(
+        "| seed | base greedy acc | acc @ first eval >= 5 min (wall s, step) | lift | "
+        "acc at end (wall s, step) | lift |"
+    )
     print("|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['seed']} | {r['base']:.2f} | {r['at5']:.2f} ({r['at5_wall_s']:.0f} s, "
             f"{r['at5_step']}) | {100 * (r['at5'] - r['base']):+.0f} pts | {r['end']:.2f} "
-            f"({r['end_wall_s']:.0f} s, {r['end_step']}) | {100 * (r['end'] - r['base']):+.0f} pts |"
+            f"({r['end_wall_s']:.0f} s, {r['end_step']}) | "
+            f"{100 * (r['end'] - r['base']):+.0f} pts |"
         )
 
 
@@ -73,9 +76,14 @@ def main() -> int:
     if not args.summarize_only:
         for seed, wd in workdirs.items():
             cmd = [
-                sys.executable, "-m", "mimojax.cli", "train",
-                "--config", f"configs/grpo_arith_smollm2.py:seed={seed},minutes={args.minutes}",
-                "--workdir", wd,
+                sys.executable,
+                "-m",
+                "mimojax.cli",
+                "train",
+                "--config",
+                f"configs/grpo_arith_smollm2.py:seed={seed},minutes={args.minutes}",
+                "--workdir",
+                wd,
             ]
             print("+", " ".join(cmd), flush=True)
             subprocess.run(cmd, check=True)

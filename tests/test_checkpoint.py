@@ -16,8 +16,8 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from mimojax.checkpoint import (
-    CheckpointError,
     Checkpointer,
+    CheckpointError,
     abstract_like,
     check_fingerprint,
     model_fingerprint,
@@ -200,7 +200,9 @@ def test_sharded_restore_onto_8_fake_devices(tmp_path):
         # Restore resharded: w over all 8 devices on one axis, v replicated.
         mesh8 = Mesh(np.array(jax.devices()), ("data",))
         target = {
-            "w": jax.ShapeDtypeStruct((16, 6), jnp.float32, sharding=NamedSharding(mesh8, P("data"))),
+            "w": jax.ShapeDtypeStruct(
+                (16, 6), jnp.float32, sharding=NamedSharding(mesh8, P("data"))
+            ),
             "v": jax.ShapeDtypeStruct((6,), jnp.bfloat16, sharding=NamedSharding(mesh8, P())),
         }
         got, _ = ck.restore(1, target)

@@ -50,7 +50,10 @@ def train_row(s, kl=True, wall=True):
     return row
 
 
-def write_run(path, accs={0: 0.30, 10: 0.48, 20: 0.65}, wall=True, tail=""):
+ACCS = {0: 0.30, 10: 0.48, 20: 0.65}
+
+
+def write_run(path, accs=ACCS, wall=True, tail=""):
     """20 training steps; step 0 eval-only, step 10's eval on its own line, step 20's inline."""
     lines = [{"step": 0, "val-core/math/acc/greedy": accs[0], "val-core/math/pass@8": 0.5}]
     for s in range(1, STEPS + 1):

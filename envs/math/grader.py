@@ -37,7 +37,14 @@ def _normalize_latex(text: str) -> str:
     """Rewrite the LaTeX a model wraps numbers in (\\frac, \\text{}, \\$, {,}) as plain text."""
     text = _FRAC.sub(r"\1/\2", text)
     text = _TEXT.sub(" ", text)
-    for old, new in (("{,}", ","), ("\\!", ""), ("\\,", " "), ("\\$", " "), ("\\%", " "), ("\u2212", "-")):
+    for old, new in (
+        ("{,}", ","),
+        ("\\!", ""),
+        ("\\,", " "),
+        ("\\$", " "),
+        ("\\%", " "),
+        ("\u2212", "-"),
+    ):
         text = text.replace(old, new)
     return text
 
@@ -71,11 +78,10 @@ def _last_boxed(text: str) -> str | None:
 
 def _after_last(pattern: re.Pattern, text: str) -> str | None:
     """The rest of the line after the last match of `pattern`."""
-    last = None
-    for last in pattern.finditer(text):
-        pass
-    if last is None:
+    matches = list(pattern.finditer(text))
+    if not matches:
         return None
+    last = matches[-1]
     return text[last.end() :].split("\n", 1)[0]
 
 
@@ -121,7 +127,7 @@ def _rational(text: str) -> sympy.Rational | None:
 
 
 def answers_equal(a: str, b: str) -> bool:
-    """True when two answers are the same number ("12.0" == "12", "1/2" == "0.5", "1,000" == "1000")."""
+    """Same number? "12.0" == "12", "1/2" == "0.5", "1,000" == "1000"; non-numbers never are."""
     x, y = _rational(str(a)), _rational(str(b))
     return x is not None and y is not None and x == y
 

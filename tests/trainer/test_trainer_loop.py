@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import jax
 import numpy as np
 import pytest
 
-from mimojax.checkpoint import CheckpointError
+from mimojax.checkpoint import Checkpointer, CheckpointError
 from mimojax.config import ConfigError, load_config
 from mimojax.metrics import read_metrics
 from mimojax.trainer import Trainer
@@ -56,19 +60,46 @@ def _params(trainer):
     return jax.tree.leaves(jax.device_get(trainer.actor.params))
 
 
-def test_resume_matches_uninterrupted_run_bitwise(tmp_path):
-    full = run(tmp_path / "full", "trainer.total_steps=4", "checkpoint.every_steps=2")
-    # Same run stopped after step 2 (as if killed after its checkpoint), then resumed.
-    run(tmp_path / "cut", "trainer.total_steps=2", "checkpoint.every_steps=2")
-    resumed = run(tmp_path / "cut", "trainer.total_steps=4", "checkpoint.every_steps=2")
+def _kill_after_checkpoint(workdir, step, *overrides):
+    """`mimojax train` in a subprocess, SIGKILLed as soon as checkpoint `step` is committed."""
+    cmd = [sys.executable, "-m", "mimojax.cli", "train", "--config", TINY]
+    cmd += ["--workdir", str(workdir)] + [f"--config.{o}" for o in overrides]
+    log_path = f"{workdir}.stderr.txt"  # a file, not a pipe: a full pipe would stall the run
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
+    committed = os.path.join(workdir, "checkpoints", str(step))
+    deadline = time.monotonic() + 600
+    while not os.path.isdir(committed):  # orbax renames the tmp dir to "<step>" when done
+        if proc.poll() is not None:
+            tail = open(log_path).read()[-2000:]
+            raise AssertionError(f"run exited ({proc.returncode}) early: {tail}")
+        assert time.monotonic() < deadline, "no checkpoint within 10 min"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def test_kill9_resume_matches_uninterrupted_run_bitwise(tmp_path):
+    opts = ("trainer.total_steps=4", "checkpoint.every_steps=2", "eval.at_start=False",
+            "eval.at_end=False")  # fmt: skip
+    full = run(tmp_path / "full", *opts)
+    _kill_after_checkpoint(tmp_path / "cut", 2, *opts)
+    assert Checkpointer(str(tmp_path / "cut" / "checkpoints"), keep=1).all_steps() == [2]
+    resumed = run(tmp_path / "cut", *opts)
     assert resumed.step == 4
-    for a, b in zip(_params(full), _params(resumed)):
+    for a, b in zip(_params(full), _params(resumed), strict=True):
         np.testing.assert_array_equal(a, b)
-    steps = [r["step"] for r in read_metrics(str(tmp_path / "cut"))]
-    assert steps == sorted(set(steps)) and steps[-1] == 4
-    full_scores = [r["critic/score/mean"] for r in read_metrics(str(tmp_path / "full"))[1:]]
-    cut_scores = [r["critic/score/mean"] for r in read_metrics(str(tmp_path / "cut"))[1:]]
-    assert full_scores == cut_scores
+    for a, b in zip(
+        jax.tree.leaves(jax.device_get(full.actor.opt_state)),
+        jax.tree.leaves(jax.device_get(resumed.actor.opt_state)),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a, b)
+    # metrics continue: no duplicate or missing step, and the same samples were drawn and scored
+    cut_rows, full_rows = read_metrics(str(tmp_path / "cut")), read_metrics(str(tmp_path / "full"))
+    assert [r["step"] for r in cut_rows] == [r["step"] for r in full_rows] == [1, 2, 3, 4]
+    for key in ("critic/score/mean", "response_length/mean", "actor/pg_loss"):
+        assert [r[key] for r in cut_rows] == [r[key] for r in full_rows], key
 
 
 def test_non_finite_loss_skips_update(tmp_path):
@@ -91,8 +122,14 @@ def test_grader_failure_is_infra_flag_and_excluded(tmp_path, monkeypatch):
     rows = tmp_path / "bad.jsonl"
     rows.write_text(
         "".join(
-            json.dumps({"prompt": f"What is {i} + 1?", "ground_truth": str(i + 1),
-                        "env": "tests.reward_fixtures:raises"}) + "\n"
+            json.dumps(
+                {
+                    "prompt": f"What is {i} + 1?",
+                    "ground_truth": str(i + 1),
+                    "env": "tests.reward_fixtures:raises",
+                }
+            )
+            + "\n"
             for i in range(4)
         )
     )

@@ -1,0 +1,40 @@
+"""Misbehaving graders for the reward pool and trainer tests ("tests.reward_fixtures:NAME").
+
+Workers import them by module path, so the repo root must be on PYTHONPATH (the tests set it).
+"""
+
+import os
+import time
+
+
+def raises(response, ground_truth, extra):
+    raise RuntimeError("grader bug")
+
+
+def hangs(response, ground_truth, extra):
+    time.sleep(3600)
+
+
+def exits(response, ground_truth, extra):
+    os._exit(3)  # the worker process dies mid-item
+
+
+def returns_nan(response, ground_truth, extra):
+    return float("nan")
+
+
+def returns_text(response, ground_truth, extra):
+    return "good"
+
+
+def no_score(response, ground_truth, extra):
+    return {"correct": 1.0}
+
+
+def length_with_dims(response, ground_truth, extra):
+    """score = len(response); dims: a numeric `half` and a non-numeric `note` (dropped)."""
+    return {"score": len(response), "half": len(response) / 2, "note": "text"}
+
+
+def echo_extra(response, ground_truth, extra):
+    return float(extra["weight"])

@@ -71,7 +71,7 @@ def test_generate_parser_options():
         ["generate", "--prompt", "p", "--max-new-tokens", "0"],
         ["generate", "--prompt", "p", "--dtype", "float16"],
         ["generate", "--prompt", "p", "--config.rollout.n=2"],
-        ["train"],  # arrives with the trainer issue
+        ["train"],  # --config is required
     ],
 )
 def test_generate_parser_rejects(argv, capsys):

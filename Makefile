@@ -34,9 +34,13 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -q -n 2 -m "not smollm2 and not slow"
 
+# BENCH_MINUTES of training per side for the TRL comparison (its extra: trl, datasets, CPU torch).
+BENCH_MINUTES ?= 5
 bench: setup
 	$(BIN)/python scripts/bench_forward.py
 	$(BIN)/python scripts/bench_generate.py
+	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/python scripts/bench_vs_trl.py --minutes $(BENCH_MINUTES)
 
 lint: setup
 	$(BIN)/ruff check mimojax envs kernels configs tests scripts

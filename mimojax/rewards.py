@@ -159,6 +159,7 @@ class _Worker:
         self.index: int | None = None
         self.sent_at = 0.0
         self.deadline = 0.0
+        self.loaded: set[str] = set()  # envs whose grader this process has imported
 
     def kill(self) -> None:
         # SIGKILL: a hung grader may ignore SIGTERM.
@@ -277,7 +278,12 @@ class RewardPool:
             results[index] = RewardResult(0.0, False, error=f"cannot send item: {_short(e)}")
             return
         w.index, w.sent_at = index, time.monotonic()
-        w.deadline = w.sent_at + self.timeout_s
+        # A first item of an env makes the worker import its grader (sympy, say: seconds on a
+        # busy box); that import gets the startup allowance, and the grader call its own
+        # timeout_s from the worker's "begin".
+        env = items[index]["env"]
+        w.deadline = w.sent_at + (self.timeout_s if env in w.loaded else _STARTUP_TIMEOUT_S)
+        w.loaded.add(env)
 
     def _poll(self, slot, w, items, results, unknown) -> None:
         """Read w's messages; replace it if it died, hung past its deadline or never started."""

@@ -3,8 +3,8 @@
 Task: one-step arithmetic word problems from `envs/math` (add / subtract / multiply small
 numbers), "Answer with just the final number.", graded by the sympy answer checker. The base
 model mostly knows the sums but answers verbosely and runs out of its 24-token budget, so it
-scores 29% greedy on the first 100 held-out problems; GRPO rewards the responses that reach a correct
-answer, which teaches it to answer directly.
+scores 29% greedy on the first 100 held-out problems; GRPO rewards the responses that reach a
+correct answer, which teaches it to answer directly.
 
 Launch:   mimojax train --config configs/grpo_arith_smollm2.py --workdir runs/grpo_arith
           args: `:seed=N` (sampling, shuffle and init seeds), `:minutes=M` (training budget),

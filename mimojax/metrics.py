@@ -12,6 +12,8 @@ import warnings
 from collections import defaultdict
 from contextlib import contextmanager
 
+import numpy as np
+
 METRIC_NAMES = {
     "critic/score/mean": "mean grader score of the step's valid samples (also /max, /min)",
     "critic/rewards/mean": "mean per-sample reward after shaping (overlong, in-reward KL)",
@@ -60,6 +62,39 @@ class Timer:
         out = {f"timing_s/{k}": v for k, v in self._s.items()}
         self._s.clear()
         return out
+
+
+def _stats(prefix: str, x, stats=("mean", "max", "min")) -> dict[str, float]:
+    """{prefix/mean, /max, /min} of x; zeros when x is empty (a batch with no valid sample)."""
+    fns = {"mean": np.mean, "max": np.max, "min": np.min}
+    return {f"{prefix}/{k}": float(fns[k](x)) if x.size else 0.0 for k in stats}
+
+
+def rollout_batch_metrics(batch, trajs, mask_BxT, adv_BxT, returns_BxT, values_BxT,
+                          engine_version: int) -> dict[str, float]:  # fmt: skip
+    """verl's per-step data metrics (score, rewards, advantages, lengths, staleness).
+
+    `batch` is `mimojax.batch.build_batch`'s output; scores and rewards count valid samples only,
+    advantages / returns / values the response tokens of `mask_BxT`.
+    """
+    valid_B, tok = batch["valid_B"], mask_BxT > 0
+    lengths_B = batch["response_len_B"]
+    m = {
+        **_stats("critic/score", batch["scores_B"][valid_B] if valid_B.any() else np.zeros(1)),
+        **_stats("critic/rewards", batch["token_rewards_BxT"].sum(-1)[valid_B], ("mean",)),
+        **_stats("critic/advantages", adv_BxT[tok]),
+        **_stats("critic/returns", returns_BxT[tok], ("mean",)),
+        **_stats("response_length", lengths_B),
+        "response_length/clip_ratio": float(np.mean([t.finish_reason == "length" for t in trajs])),
+        "prompt_length/mean": float(batch["prompt_len_B"].mean()),
+        # the engine already holds this step's weights: lag 0 = sampled by the previous version
+        "rollout/policy_version_lag": float(
+            np.mean([engine_version - 1 - t.policy_version for t in trajs])
+        ),
+    }
+    if values_BxT is not None:
+        m.update(_stats("critic/values", values_BxT[tok], ("mean",)))
+    return m
 
 
 def reduce_metrics(rows: list[dict]) -> dict[str, float]:

@@ -113,6 +113,31 @@ def policy_loss_options(loss_name: str, algo_cfg) -> tuple:
     return tuple(sorted((k, v) for k, v in given.items() if k in accepted))
 
 
+def actor_hparams_from_config(cfg, *, on_policy: bool) -> ActorHParams:
+    """The actor loss's static settings from a run config (`algorithm.*`, `rollout.*`)."""
+    a, r, rc = cfg.algorithm, cfg.rollout, cfg.algorithm.rollout_correction
+    return ActorHParams(
+        policy_loss=a.policy_loss,
+        loss_options=policy_loss_options(a.policy_loss, a),
+        agg_mode=a.loss_agg_mode,
+        temperature=float(r.temperature) or 1.0,
+        top_k=max(int(r.top_k), 0),
+        top_p=float(r.top_p),
+        logprob_chunk=int(cfg.model.logprob_chunk_size) or 1 << 30,
+        entropy_coeff=float(a.entropy_coeff),
+        use_kl_loss=bool(a.use_kl_loss),
+        kl_coef=float(a.kl_loss_coef),
+        kl_type=a.kl_loss_type,
+        on_policy=on_policy,
+        rollout_is=rc.rollout_is,
+        rollout_is_threshold=float(rc.rollout_is_threshold),
+        rollout_is_batch_normalize=bool(rc.rollout_is_batch_normalize),
+        rollout_rs=rc.rollout_rs,
+        rollout_rs_threshold=rc.rollout_rs_threshold,
+        bypass_mode=bool(rc.bypass_mode),
+    )
+
+
 def _grad_norm_and_finite(loss, grads):
     norm = optax.global_norm(grads)
     return norm, jnp.isfinite(loss) & jnp.isfinite(norm)

@@ -35,20 +35,19 @@ from mimojax.config import validate
 from mimojax.data import prompt_dataset_from_config
 from mimojax.engine.from_config import engine_from_config, sampling_from_config
 from mimojax.evaluation import evaluate
-from mimojax.metrics import MetricsLogger, Timer
+from mimojax.metrics import MetricsLogger, Timer, rollout_batch_metrics
 from mimojax.models.decoder import ValueModel
 from mimojax.models.loader import load_model_from_config
 from mimojax.rewards import RewardPool, summarize
 from mimojax.rollout.single_turn import rollout_single_turn
 from mimojax.train_step import (
-    ActorHParams,
+    actor_hparams_from_config,
     actor_update,
     critic_update,
     critic_values,
     init_state,
     make_optimizer,
     make_schedule,
-    policy_loss_options,
     sequence_logprobs,
 )
 
@@ -133,27 +132,7 @@ class Trainer:
             and t.mini_batch_size == self.batch_size
             and not a.rollout_correction.bypass_mode
         )
-        rc = a.rollout_correction
-        self.hp = ActorHParams(
-            policy_loss=a.policy_loss,
-            loss_options=policy_loss_options(a.policy_loss, a),
-            agg_mode=a.loss_agg_mode,
-            temperature=float(r.temperature) or 1.0,
-            top_k=max(int(r.top_k), 0),
-            top_p=float(r.top_p),
-            logprob_chunk=int(cfg.model.logprob_chunk_size) or 1 << 30,
-            entropy_coeff=float(a.entropy_coeff),
-            use_kl_loss=bool(a.use_kl_loss),
-            kl_coef=float(a.kl_loss_coef),
-            kl_type=a.kl_loss_type,
-            on_policy=self.on_policy,
-            rollout_is=rc.rollout_is,
-            rollout_is_threshold=float(rc.rollout_is_threshold),
-            rollout_is_batch_normalize=bool(rc.rollout_is_batch_normalize),
-            rollout_rs=rc.rollout_rs,
-            rollout_rs_threshold=rc.rollout_rs_threshold,
-            bypass_mode=bool(rc.bypass_mode),
-        )
+        self.hp = actor_hparams_from_config(cfg, on_policy=self.on_policy)
         self._actor_step = jax.jit(
             functools.partial(
                 actor_update, graphdef=self.actor_def, hp=self.hp, optimizer=actor_opt
@@ -397,7 +376,13 @@ class Trainer:
         with timer("sync"):
             self.engine.update_params(self.actor.params)
 
-        metrics.update(self._batch_metrics(batch, trajs, results, mask, adv, returns, values))
+        values_or_none = values if self.critic is not None else None
+        metrics.update(
+            rollout_batch_metrics(
+                batch, trajs, mask, adv, returns, values_or_none, self.engine.policy_version
+            )
+        )
+        metrics.update(summarize(results))
         metrics.update(timer.pop())
         step_s = time.perf_counter() - t_step
         tokens = int(batch["attention_mask_BxT"].sum())
@@ -458,38 +443,6 @@ class Trainer:
     def _pad_id(self) -> int:
         pad = self.tokenizer.pad_token_id
         return int(pad if pad is not None else self.tokenizer.eos_token_id)
-
-    def _batch_metrics(self, batch, trajs, results, mask, adv, returns, values) -> dict:
-        valid = batch["valid_B"]
-        scores = batch["scores_B"][valid] if valid.any() else np.zeros(1)
-        lengths = batch["response_len_B"]
-        tok = mask > 0
-        m = {
-            "critic/score/mean": float(scores.mean()),
-            "critic/score/max": float(scores.max()),
-            "critic/score/min": float(scores.min()),
-            "critic/rewards/mean": float(batch["token_rewards_BxT"].sum(-1)[valid].mean())
-            if valid.any()
-            else 0.0,
-            "critic/advantages/mean": float(adv[tok].mean()) if tok.any() else 0.0,
-            "critic/advantages/max": float(adv[tok].max()) if tok.any() else 0.0,
-            "critic/advantages/min": float(adv[tok].min()) if tok.any() else 0.0,
-            "critic/returns/mean": float(returns[tok].mean()) if tok.any() else 0.0,
-            "response_length/mean": float(lengths.mean()),
-            "response_length/max": float(lengths.max()),
-            "response_length/min": float(lengths.min()),
-            "response_length/clip_ratio": float(
-                np.mean([t.finish_reason == "length" for t in trajs])
-            ),
-            "prompt_length/mean": float(batch["prompt_len_B"].mean()),
-            "rollout/policy_version_lag": float(
-                np.mean([self.engine.policy_version - 1 - t.policy_version for t in trajs])
-            ),
-        }
-        if self.critic is not None:
-            m["critic/values/mean"] = float(values[tok].mean()) if tok.any() else 0.0
-        m.update(summarize(results))
-        return m
 
     # ------------------------------------------------------------------ loop
     def evaluate(self) -> dict:

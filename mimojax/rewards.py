@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
-from mimojax.algos.registry import Registry, UnknownNameError
+from mimojax.registry import Registry, UnknownNameError
 
 REWARD_FUNCTIONS = Registry("reward function")
 

@@ -1,52 +1,34 @@
-"""Name -> function registries, so a config string picks an estimator or a loss."""
+"""The algorithm registries (estimators, policy losses, KL estimators) and estimator traits."""
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable
-from typing import Any
+import dataclasses
+
+from mimojax.registry import Registry, UnknownNameError
+
+__all__ = [
+    "ADVANTAGE_ESTIMATORS",
+    "KL_ESTIMATORS",
+    "POLICY_LOSSES",
+    "EstimatorTraits",
+    "Registry",
+    "UnknownNameError",
+]
 
 
-class UnknownNameError(KeyError, ValueError):
-    """An unregistered name; catchable as KeyError or ValueError."""
+@dataclasses.dataclass(frozen=True)
+class EstimatorTraits:
+    """What an advantage estimator needs from the trainer, declared where it is registered."""
 
-    def __str__(self) -> str:
-        # KeyError quotes its argument; show the sentence as written.
-        return str(self.args[0]) if self.args else ""
-
-
-class Registry(dict):
-    """A dict whose unknown-key error lists the registered names and the near matches."""
-
-    def __init__(self, kind: str):
-        super().__init__()
-        self.kind = kind
-
-    def register(self, name: str, *aliases: str) -> Callable[[Any], Any]:
-        """Decorator registering a function under `name` and any aliases."""
-
-        def decorator(fn):
-            for key in (name, *aliases):
-                if key in self and self[key] is not fn:
-                    raise ValueError(f"{self.kind} {key!r} is already registered")
-                super(Registry, self).__setitem__(key, fn)
-            return fn
-
-        return decorator
-
-    def __getitem__(self, name):
-        try:
-            return super().__getitem__(name)
-        except KeyError:
-            pass
-        names = sorted(self)
-        near = difflib.get_close_matches(str(name), names, n=3, cutoff=0.5)
-        hint = f" Did you mean {', '.join(repr(n) for n in near)}?" if near else ""
-        raise UnknownNameError(
-            f"unknown {self.kind} {name!r}.{hint} Registered: {', '.join(names)}"
-        ) from None
+    needs_groups: bool = False  # group_ids_B: n samples per prompt form a group (GRPO, RLOO ...)
+    norm_by_std: bool = False  # takes `norm_by_std` (algorithm.norm_adv_by_std_in_grpo)
+    needs_values: bool = False  # values_BxT from a critic (GAE)
+    # baseline_rewards_B: the score of one extra greedy rollout per prompt (ReMax)
+    needs_baseline_rollout: bool = False
+    # old_logp_BxT and sum_pi_squared_BxT from the log-prob pass (optimal token baseline)
+    needs_logprob_stats: bool = False
 
 
-ADVANTAGE_ESTIMATORS = Registry("advantage estimator")
+ADVANTAGE_ESTIMATORS = Registry("advantage estimator", default_traits=EstimatorTraits())
 POLICY_LOSSES = Registry("policy loss")
 KL_ESTIMATORS = Registry("KL estimator")

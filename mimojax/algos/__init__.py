@@ -5,6 +5,8 @@ adv_BxT, returns_BxT = ADVANTAGE_ESTIMATORS["grpo"](token_rewards_BxT=r, mask_Bx
                                                    group_ids_B=g, norm_by_std=False)
 loss, metrics = POLICY_LOSSES["vanilla"](logp_BxT=lp, old_logp_BxT=olp, adv_BxT=adv_BxT,
                                          mask_BxT=m, agg_mode="token-mean", clip_high=0.28)
+out = advantage_stage(AdvantageSettings("grpo", filter_groups=True), AdvantageInputs(
+    token_rewards_BxT=r, response_mask_BxT=m, scores_B=s, group_ids_B=g))
 """
 
 # Importing the modules registers their functions.
@@ -16,6 +18,13 @@ from mimojax.algos import (  # noqa: F401
     policy_losses,
     policy_losses_cov,
     policy_losses_offpolicy,
+)
+from mimojax.algos.advantage_stage import (
+    AdvantageInputs,
+    AdvantageOutput,
+    AdvantageSettings,
+    advantage_stage,
+    required_inputs,
 )
 from mimojax.algos.aggregation import agg_loss, global_counts
 from mimojax.algos.batch_filters import (
@@ -31,6 +40,7 @@ from mimojax.algos.registry import (
     ADVANTAGE_ESTIMATORS,
     KL_ESTIMATORS,
     POLICY_LOSSES,
+    EstimatorTraits,
     Registry,
     UnknownNameError,
 )
@@ -43,11 +53,16 @@ __all__ = [
     "AGG_MODES",
     "KL_ESTIMATORS",
     "POLICY_LOSSES",
+    "AdvantageInputs",
+    "AdvantageOutput",
+    "AdvantageSettings",
+    "EstimatorTraits",
     "KLController",
     "Registry",
     "UnknownNameError",
     "adaptive_kl_coef",
     "add_outcome_reward",
+    "advantage_stage",
     "agg_loss",
     "apply_kl_penalty",
     "apply_overlong_shaping",
@@ -62,6 +77,7 @@ __all__ = [
     "mismatch_metrics",
     "overlong_penalty",
     "register_policy_loss",
+    "required_inputs",
     "rollout_correction",
     "value_loss",
 ]

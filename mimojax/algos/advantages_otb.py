@@ -24,7 +24,10 @@ import jax.numpy as jnp
 
 from mimojax.algos.advantages_common import prepare
 from mimojax.algos.ops import group_max
-from mimojax.algos.registry import ADVANTAGE_ESTIMATORS
+from mimojax.algos.registry import ADVANTAGE_ESTIMATORS, EstimatorTraits
+
+# old_logp_BxT and sum_pi_squared_BxT come from the log-prob pass; rollout IS weights optional
+_OTB_TRAITS = EstimatorTraits(needs_groups=True, needs_logprob_stats=True)
 
 
 def _returns_and_path_variance(r, mask, old_logp, sum_pi_sq, is_w):
@@ -79,7 +82,7 @@ def _prepare(name, token_rewards_BxT, mask_BxT, group_ids_B, valid_B, num_groups
     return returns, w_cum, mask, valid, G
 
 
-@ADVANTAGE_ESTIMATORS.register("optimal_token_baseline")
+@ADVANTAGE_ESTIMATORS.register("optimal_token_baseline", traits=_OTB_TRAITS)
 def optimal_token_baseline(
     token_rewards_BxT,
     mask_BxT,
@@ -108,7 +111,7 @@ def optimal_token_baseline(
     return jax.lax.stop_gradient(adv), jax.lax.stop_gradient(returns * mask)
 
 
-@ADVANTAGE_ESTIMATORS.register("tir_optimal_token_baseline")
+@ADVANTAGE_ESTIMATORS.register("tir_optimal_token_baseline", traits=_OTB_TRAITS)
 def tir_optimal_token_baseline(
     token_rewards_BxT,
     mask_BxT,

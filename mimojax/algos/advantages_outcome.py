@@ -13,9 +13,11 @@ import jax.numpy as jnp
 
 from mimojax.algos.advantages_common import broadcast, prepare
 from mimojax.algos.ops import group_count_mean_std, group_max, masked_whiten
-from mimojax.algos.registry import ADVANTAGE_ESTIMATORS
+from mimojax.algos.registry import ADVANTAGE_ESTIMATORS, EstimatorTraits
 
 EPS = 1e-6
+GROUP_TRAITS = EstimatorTraits(needs_groups=True)
+GROUP_STD_TRAITS = EstimatorTraits(needs_groups=True, norm_by_std=True)  # takes Dr.GRPO's switch
 
 
 def _group_normalise(scores_B, group_ids_B, valid_B, num_groups, norm_by_std, epsilon):
@@ -39,7 +41,7 @@ def _done(adv_BxT):
     return adv_BxT, adv_BxT
 
 
-@ADVANTAGE_ESTIMATORS.register("grpo")
+@ADVANTAGE_ESTIMATORS.register("grpo", traits=GROUP_STD_TRAITS)
 def grpo(
     token_rewards_BxT,
     mask_BxT,
@@ -61,7 +63,7 @@ def grpo(
     return _done(broadcast(adv_B, mask))
 
 
-@ADVANTAGE_ESTIMATORS.register("grpo_passk")
+@ADVANTAGE_ESTIMATORS.register("grpo_passk", traits=GROUP_STD_TRAITS)
 def grpo_passk(
     token_rewards_BxT,
     mask_BxT,
@@ -101,7 +103,7 @@ def grpo_passk(
     return _done(broadcast(gap_B, mask))
 
 
-@ADVANTAGE_ESTIMATORS.register("rloo")
+@ADVANTAGE_ESTIMATORS.register("rloo", traits=GROUP_TRAITS)
 def rloo(
     token_rewards_BxT,
     mask_BxT,
@@ -124,7 +126,7 @@ def rloo(
     return _done(broadcast(leave_one_out_B(s, group_ids_B, valid, G, alone_B=s), mask))
 
 
-@ADVANTAGE_ESTIMATORS.register("opo")
+@ADVANTAGE_ESTIMATORS.register("opo", traits=GROUP_TRAITS)
 def opo(
     token_rewards_BxT,
     mask_BxT,
@@ -151,7 +153,7 @@ def opo(
     return _done(broadcast(adv_B, mask))
 
 
-@ADVANTAGE_ESTIMATORS.register("gpg")
+@ADVANTAGE_ESTIMATORS.register("gpg", traits=GROUP_TRAITS)
 def gpg(
     token_rewards_BxT,
     mask_BxT,
@@ -176,7 +178,7 @@ def gpg(
     return _done(broadcast(adv_B, mask))
 
 
-@ADVANTAGE_ESTIMATORS.register("reinforce_plus_plus_baseline")
+@ADVANTAGE_ESTIMATORS.register("reinforce_plus_plus_baseline", traits=GROUP_TRAITS)
 def reinforce_plus_plus_baseline(
     token_rewards_BxT,
     mask_BxT,
@@ -203,7 +205,7 @@ def reinforce_plus_plus_baseline(
     return _done(adv_BxT)
 
 
-@ADVANTAGE_ESTIMATORS.register("gdpo")
+@ADVANTAGE_ESTIMATORS.register("gdpo", traits=GROUP_STD_TRAITS)
 def gdpo(
     token_rewards_BxT,
     mask_BxT,

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from mimojax.algos.advantages_common import prepare
 from mimojax.algos.checks import check_shapes
 from mimojax.algos.ops import masked_whiten
-from mimojax.algos.registry import ADVANTAGE_ESTIMATORS
+from mimojax.algos.registry import ADVANTAGE_ESTIMATORS, EstimatorTraits
 
 
 def _reverse_scan(step, init, *xs_BxT):
@@ -22,7 +22,7 @@ def _reverse_scan(step, init, *xs_BxT):
     return jnp.swapaxes(out_TxB, 0, 1)
 
 
-@ADVANTAGE_ESTIMATORS.register("gae")
+@ADVANTAGE_ESTIMATORS.register("gae", traits=EstimatorTraits(needs_values=True))
 def gae(
     token_rewards_BxT,
     mask_BxT,
@@ -62,7 +62,7 @@ def gae(
     return jax.lax.stop_gradient(adv * mask), jax.lax.stop_gradient(returns)
 
 
-@ADVANTAGE_ESTIMATORS.register("reinforce_plus_plus")
+@ADVANTAGE_ESTIMATORS.register("reinforce_plus_plus", traits=EstimatorTraits())
 def reinforce_plus_plus(
     token_rewards_BxT,
     mask_BxT,
@@ -91,7 +91,7 @@ def reinforce_plus_plus(
     return jax.lax.stop_gradient(adv), jax.lax.stop_gradient(returns)
 
 
-@ADVANTAGE_ESTIMATORS.register("remax")
+@ADVANTAGE_ESTIMATORS.register("remax", traits=EstimatorTraits(needs_baseline_rollout=True))
 def remax(
     token_rewards_BxT,
     mask_BxT,

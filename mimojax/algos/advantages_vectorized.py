@@ -10,15 +10,20 @@ from __future__ import annotations
 import jax
 
 from mimojax.algos.advantages_common import broadcast, prepare
-from mimojax.algos.advantages_outcome import grpo, leave_one_out_B
+from mimojax.algos.advantages_outcome import (
+    GROUP_STD_TRAITS,
+    GROUP_TRAITS,
+    grpo,
+    leave_one_out_B,
+)
 from mimojax.algos.registry import ADVANTAGE_ESTIMATORS
 
 # verl compute_grpo_vectorized_outcome_advantage: group_mean_std with eps=0 and the
 # singleton fallback (mean 0, std 1), i.e. exactly grpo.
-ADVANTAGE_ESTIMATORS.register("grpo_vectorized")(grpo)
+ADVANTAGE_ESTIMATORS.register("grpo_vectorized", traits=GROUP_STD_TRAITS)(grpo)
 
 
-@ADVANTAGE_ESTIMATORS.register("rloo_vectorized")
+@ADVANTAGE_ESTIMATORS.register("rloo_vectorized", traits=GROUP_TRAITS)
 def rloo_vectorized(
     token_rewards_BxT,
     mask_BxT,

@@ -17,7 +17,7 @@ def overlong_penalty(response_len_B, max_response_len, buffer_len, penalty_facto
     """
     if buffer_len <= 0:
         raise ValueError(f"overlong buffer_len must be > 0, got {buffer_len}")
-    length = jnp.asarray(response_len_B, jnp.float32)
+    length = as_float(response_len_B, response_len_B)  # at least float32; float64 stays
     exceed = length - (max_response_len - buffer_len)
     return jnp.minimum(-exceed / buffer_len * penalty_factor, 0.0)
 
@@ -36,12 +36,12 @@ def apply_overlong_shaping(
     token_rewards_BxT, mask_BxT, max_response_len, buffer_len, penalty_factor=1.0
 ):
     """Token rewards with the overlong penalty added on the last valid token; returns metrics."""
-    response_len_B = as_float(mask_BxT, jnp.float32).sum(-1)
+    response_len_B = as_float(mask_BxT, token_rewards_BxT).sum(-1)
     penalty_B = overlong_penalty(response_len_B, max_response_len, buffer_len, penalty_factor)
     rewards = add_outcome_reward(token_rewards_BxT, mask_BxT, penalty_B)
     metrics = {
         "reward/overlong_penalty_mean": jnp.mean(penalty_B),
-        "reward/overlong_frac": jnp.mean((penalty_B < 0).astype(jnp.float32)),
+        "reward/overlong_frac": jnp.mean((penalty_B < 0).astype(penalty_B.dtype)),
     }
     return rewards, metrics
 
@@ -56,7 +56,7 @@ def filter_groups(values_B, group_ids_B, valid_B=None, num_groups=None):
     sizes = check_shapes(values_B=values_B, group_ids_B=group_ids_B, valid_B=valid_B)
     G = sizes["B"] if num_groups is None else int(num_groups)
     check_group_ids(group_ids_B, G)
-    v = jnp.asarray(values_B, jnp.float32)
+    v = as_float(values_B, values_B)
     valid = jnp.ones_like(v) if valid_B is None else as_float(valid_B, v)
     count_G = jax.ops.segment_sum(valid, group_ids_B, num_segments=G)
     varied_G = group_max(v, group_ids_B, valid, G) > group_min(v, group_ids_B, valid, G)

@@ -45,6 +45,7 @@ bench: setup
 lint: setup
 	$(BIN)/ruff check mimojax envs kernels configs tests scripts
 	$(BIN)/ruff format --check mimojax envs kernels configs tests scripts
+	$(BIN)/lint-imports --no-cache
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,20 +1,29 @@
-"""Pure-jnp references the attention kernels are tested against (same mask, same zero rows)."""
+"""Pure-jnp references the attention kernels are tested against (same mask, same zero rows).
+
+Self-contained on purpose: a reference shares no code with what it checks (neither the kernels'
+tiling nor the model's mask), so a bug there cannot hide in both.
+"""
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 
-from mimojax.kernels.tiling import MASK_VALUE
-from mimojax.models.attention import AttentionMask, dense_mask
+# Large and finite: a fully masked row stays NaN-free through softmax (then zeroed below).
+_MASKED_SCORE = -1e30
 
 
 def reference_visibility(
     q_positions_BxT, s: int, kv_valid_BxS=None, q_segment_ids_BxT=None, kv_segment_ids_BxS=None
 ):
-    """Dense [B, T, S] bool: which key each query sees (the model's rule, as dense_mask)."""
-    mask = AttentionMask(q_positions_BxT, kv_valid_BxS, q_segment_ids_BxT, kv_segment_ids_BxS)
-    return dense_mask(mask, s)
+    """Dense [B, T, S] bool: query t sees key s iff s <= its position, s valid, same segment."""
+    visible_BxTxS = jnp.arange(s)[None, None, :] <= jnp.asarray(q_positions_BxT)[:, :, None]
+    if kv_valid_BxS is not None:
+        visible_BxTxS &= jnp.asarray(kv_valid_BxS)[:, None, :].astype(bool)
+    if q_segment_ids_BxT is not None:
+        q_seg_BxTx1 = jnp.asarray(q_segment_ids_BxT)[:, :, None]
+        visible_BxTxS &= q_seg_BxTx1 == jnp.asarray(kv_segment_ids_BxS)[:, None, :]
+    return visible_BxTxS
 
 
 def reference_attention(
@@ -38,7 +47,7 @@ def reference_attention(
         "btkgd,bskd->bkgts", q_BxTxKxGxD, k_BxSxKxD.astype(jnp.float32)
     ) * (d**-0.5)
     mask_Bx1x1xTxS = visible_BxTxS[:, None, None]
-    scores_BxKxGxTxS = jnp.where(mask_Bx1x1xTxS, scores_BxKxGxTxS, MASK_VALUE)
+    scores_BxKxGxTxS = jnp.where(mask_Bx1x1xTxS, scores_BxKxGxTxS, _MASKED_SCORE)
     probs_BxKxGxTxS = jax.nn.softmax(scores_BxKxGxTxS, axis=-1)
     probs_BxKxGxTxS = jnp.where(mask_Bx1x1xTxS.any(-1, keepdims=True), probs_BxKxGxTxS, 0.0)
     out_BxTxKxGxD = jnp.einsum("bkgts,bskd->btkgd", probs_BxKxGxTxS, v_BxSxKxD.astype(jnp.float32))

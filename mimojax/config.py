@@ -4,7 +4,8 @@ A config file exposes `get_config(arg=None)` returning a locked `ConfigDict`.
 `load_config` runs it, then applies `KEY=VALUE` overrides, casting each value
 to the type of the field it replaces. Every mistake a user can make here
 (unknown key, unknown arg, uncastable value, inconsistent settings) raises
-`ConfigError` with a message that names the key.
+`ConfigError` with a message that names the key. The cross-key checks (`validate`,
+`resolve_mesh_shape`) live in config_validate.py and are re-exported here.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ml_collections import ConfigDict, FieldReference
+
+from mimojax.config_error import ConfigError
+from mimojax.config_validate import resolve_mesh_shape, validate
 
 __all__ = [
     "ConfigError",
@@ -36,14 +40,6 @@ _REPO_ROOT = Path(__file__).resolve().parents[1]
 _TRUE = {"true", "t", "yes", "y", "on", "1"}
 _FALSE = {"false", "f", "no", "n", "off", "0"}
 _NONE = {"none", "null"}
-
-
-class ConfigError(ValueError, KeyError):
-    """A config problem; the message names the offending key(s)."""
-
-    def __str__(self) -> str:
-        # KeyError would repr() the message, which mangles multi-line errors.
-        return str(self.args[0]) if self.args else ""
 
 
 # ---------------------------------------------------------------- key lookup
@@ -305,24 +301,6 @@ def load_config(spec: str, overrides: Sequence[str] = ()) -> ConfigDict:
         raise ConfigError(f"{path_str}: get_config() returned {type(cfg).__name__}, not ConfigDict")
     cfg.lock()
     return apply_overrides(cfg, overrides)
-
-
-# ---------------------------------------------------------------- checks
-
-
-def validate(cfg: ConfigDict, num_devices: int | None = None) -> ConfigDict:
-    """Raise one ConfigError listing every inconsistency in `cfg`; return `cfg` if none."""
-    # Imported here: the checks live in their own module, which imports ConfigError from this one.
-    from mimojax.config_validate import validate_config
-
-    return validate_config(cfg, num_devices)
-
-
-def resolve_mesh_shape(mesh_cfg: ConfigDict, num_devices: int) -> dict[str, int]:
-    """Mesh axis sizes {data, fsdp, tensor} for `num_devices`, filling in the one -1 axis."""
-    from mimojax.config_validate import resolve_mesh_shape as resolve
-
-    return resolve(mesh_cfg, num_devices)
 
 
 def sharding_overrides(sharding_cfg: ConfigDict) -> dict[str, str | tuple[str, ...] | None]:

@@ -1,27 +1,19 @@
-"""Up-front consistency checks for a loaded config; `mimojax.config.validate` calls this."""
+"""Every cross-key check of a loaded config in one place: `validate`, `resolve_mesh_shape`.
+
+`mimojax.config` re-exports both. What the checks need from the rest of the package (the mesh
+axes, the registries, the model's name tables) is imported on first use, so `mimojax.config`,
+which every config file imports, stays free of jax.
+"""
 
 from __future__ import annotations
 
 from ml_collections import ConfigDict
 
-from mimojax.config import ConfigError
-from mimojax.sharding import MESH_AXES, mesh_shape
+from mimojax.config_error import ConfigError
+
+__all__ = ["ConfigError", "resolve_mesh_shape", "validate"]
 
 DTYPES = ("float32", "bfloat16")
-# Estimators whose baseline comes from the other samples of the same prompt.
-GROUP_ESTIMATORS = (
-    "grpo",
-    "grpo_passk",
-    "grpo_vectorized",
-    "rloo",
-    "rloo_vectorized",
-    "opo",
-    "gpg",
-    "gdpo",
-    "reinforce_plus_plus_baseline",
-    "optimal_token_baseline",
-    "tir_optimal_token_baseline",
-)
 LR_SCHEDULES = ("constant", "cosine", "linear")
 KL_CTRL_TYPES = ("fixed", "adaptive")
 ROLLOUT_IS_LEVELS = (None, "token", "sequence")
@@ -30,6 +22,8 @@ WANDB_MODES = ("online", "offline", "disabled")
 
 def resolve_mesh_shape(mesh_cfg: ConfigDict, num_devices: int) -> dict[str, int]:
     """Mesh axis sizes {data, fsdp, tensor} for `num_devices`, filling in the one -1 axis."""
+    from mimojax.sharding import MESH_AXES, mesh_shape
+
     try:
         return dict(zip(MESH_AXES, mesh_shape(mesh_cfg, num_devices)))
     except ValueError as e:
@@ -103,16 +97,27 @@ def _check_registered_names(algo: ConfigDict, bad) -> None:
             bad(f"algorithm.{key}: unknown name '{name}'; registered: {known}")
 
 
+def _estimator_traits(name: str):
+    """The estimator's registered traits; None for an unknown name (reported on its own)."""
+    from mimojax.algos.registry import ADVANTAGE_ESTIMATORS
+
+    return ADVANTAGE_ESTIMATORS.traits(name) if name in ADVANTAGE_ESTIMATORS else None
+
+
 def _check_algorithm(cfg: ConfigDict, bad) -> None:
     algo = cfg.algorithm
     _check_registered_names(algo, bad)
-    if algo.adv_estimator in GROUP_ESTIMATORS and cfg.rollout.n < 2:
+    traits = _estimator_traits(algo.adv_estimator)
+    if traits is not None and traits.needs_groups and cfg.rollout.n < 2:
         bad(
             f"rollout.n: algorithm.adv_estimator = '{algo.adv_estimator}' compares samples "
             f"of the same prompt and needs rollout.n >= 2, got {cfg.rollout.n}"
         )
-    if algo.adv_estimator == "gae" and not cfg.model.value_head:
-        bad("model.value_head: algorithm.adv_estimator = 'gae' needs a critic; set it True")
+    if traits is not None and traits.needs_values and not cfg.model.value_head:
+        bad(
+            f"model.value_head: algorithm.adv_estimator = '{algo.adv_estimator}' needs a "
+            "critic; set it True"
+        )
     if not 0.0 <= algo.clip_ratio_low < 1.0:
         bad(f"algorithm.clip_ratio_low: must be in [0, 1), got {algo.clip_ratio_low}")
     if algo.clip_ratio_high < 0.0:
@@ -169,7 +174,7 @@ def _check_model_and_sharding(cfg: ConfigDict, bad) -> None:
         bad(f"model.attention_impl: unknown name '{cfg.model.attention_impl}'; registered: {known}")
     if cfg.model.logprob_chunk_size < 0:
         bad(f"model.logprob_chunk_size: must be >= 0, got {cfg.model.logprob_chunk_size}")
-    from mimojax.sharding import RULES_PRESETS
+    from mimojax.sharding import MESH_AXES, RULES_PRESETS
 
     if cfg.sharding.preset not in RULES_PRESETS:
         bad(f"sharding.preset: '{cfg.sharding.preset}' is not one of {tuple(RULES_PRESETS)}")
@@ -201,21 +206,12 @@ def _check_optimizer_and_io(cfg: ConfigDict, bad) -> None:
         bad(f"checkpoint.keep: must be >= 1, got {cfg.checkpoint.keep}")
 
 
-# Estimators whose inputs the trainer does not produce yet (a greedy baseline rollout for ReMax,
-# per-token sum of squared probabilities for the optimal-token baselines).
-TRAINER_UNSUPPORTED_ESTIMATORS = ("remax", "optimal_token_baseline", "tir_optimal_token_baseline")
-
-
 def _check_trainer(cfg: ConfigDict, bad) -> None:
-    if cfg.algorithm.adv_estimator in TRAINER_UNSUPPORTED_ESTIMATORS:
+    traits = _estimator_traits(cfg.algorithm.adv_estimator)
+    if cfg.model.value_head and traits is not None and not traits.needs_values:
         bad(
-            f"algorithm.adv_estimator: '{cfg.algorithm.adv_estimator}' is registered (usable from "
-            "mimojax.algos) but the trainer does not produce its extra inputs yet"
-        )
-    if cfg.model.value_head and cfg.algorithm.adv_estimator != "gae":
-        bad(
-            "model.value_head: a critic is only trained for algorithm.adv_estimator = 'gae', "
-            f"got '{cfg.algorithm.adv_estimator}'"
+            "model.value_head: a critic is only trained for an estimator that uses values "
+            f"(e.g. 'gae'), got algorithm.adv_estimator = '{cfg.algorithm.adv_estimator}'"
         )
     ob = cfg.reward.overlong_buffer
     if ob.enable and not 0 < ob.len < cfg.rollout.max_new_tokens:
@@ -240,7 +236,7 @@ def _check_trainer(cfg: ConfigDict, bad) -> None:
         bad(f"critic.warmup_steps: must be >= 0, got {cfg.critic.warmup_steps}")
 
 
-def validate_config(cfg: ConfigDict, num_devices: int | None = None) -> ConfigDict:
+def validate(cfg: ConfigDict, num_devices: int | None = None) -> ConfigDict:
     """Raise one ConfigError listing every inconsistency in `cfg`; return `cfg` if none."""
     if num_devices is None:
         import jax

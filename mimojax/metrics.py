@@ -1,4 +1,9 @@
-"""Metric names (verl's), the per-step JSONL log, wandb, console progress, phase timers."""
+"""Metric names (verl's), the per-step JSONL log, wandb, console progress, phase timers.
+
+This module owns the metrics.jsonl format: `MetricsLogger` is its one writer, `read_metrics` its
+one reader (`rows_by_step` merges the lines of one step). Every line is a JSON object with an
+integer "step", its other keys sorted, non-finite numbers as null.
+"""
 
 from __future__ import annotations
 
@@ -37,11 +42,12 @@ METRIC_NAMES = {
     "update_actor, update_critic, sync, step, eval, save_checkpoint)",
     "perf/throughput": "tokens (prompt + response) per second of step time",
     "perf/time_per_step": "seconds per RL step",
-    "perf/total_num_tokens": "tokens processed so far",
+    "perf/total_num_tokens": "tokens processed so far (cumulative, not per step)",
     "perf/wall_s": "cumulative training wall time (evaluation excluded)",
     "val-core/<env>/acc/greedy": "held-out accuracy, greedy decoding",
     "val-core/<env>/pass@k": "held-out pass@k with the rollout sampling settings",
 }
+METRICS_FILE = "metrics.jsonl"
 
 
 class Timer:
@@ -114,25 +120,50 @@ def _clean(value):
     return x if math.isfinite(x) else None
 
 
-def _read_lines(path: str) -> list[dict]:
-    rows = []
-    if not os.path.exists(path):
-        return rows
-    with open(path) as f:
-        for line in f:
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                break  # a line cut by a kill mid-write: nothing after it is trusted
-    return rows
+def _metrics_path(path_or_workdir: str) -> str:
+    if os.path.isdir(path_or_workdir):
+        return os.path.join(path_or_workdir, METRICS_FILE)
+    return path_or_workdir
 
 
 def read_metrics(path_or_workdir: str) -> list[dict]:
-    """The rows of a run's metrics.jsonl (a truncated last line is skipped)."""
-    path = path_or_workdir
-    if os.path.isdir(path):
-        path = os.path.join(path, "metrics.jsonl")
-    return _read_lines(path)
+    """The lines of a run's metrics.jsonl as logged, in file order; [] when there is no file.
+
+    Only the last line can be cut short (a run killed mid-write; the writer ends every complete
+    line with a newline), and it is skipped. Any other malformed line raises ValueError naming
+    the file and line.
+    """
+    path = _metrics_path(path_or_workdir)
+    if not os.path.isfile(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    rows = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            if i == len(lines) - 1:
+                continue
+            raise ValueError(f"{path}:{i + 1}: not valid JSON ({e.msg})") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{i + 1}: expected a JSON object, got {type(row).__name__}")
+        step = row.get("step")
+        if isinstance(step, bool) or not isinstance(step, (int, float)) or step != int(step):
+            raise ValueError(f"{path}:{i + 1}: 'step' must be an integer, got {step!r}")
+        row["step"] = int(step)
+        rows.append(row)
+    return rows
+
+
+def rows_by_step(rows: list[dict]) -> list[dict]:
+    """One row per step, sorted by step; lines repeating a step merge, later values winning."""
+    by_step: dict[int, dict] = {}
+    for row in rows:
+        by_step.setdefault(row["step"], {}).update(row)
+    return [by_step[s] for s in sorted(by_step)]
 
 
 class MetricsLogger:
@@ -159,10 +190,11 @@ class MetricsLogger:
     ):
         self.workdir, self.total_steps = workdir, int(total_steps)
         self.time_limit_s = float(time_limit_s)  # a training wall-time budget also bounds the ETA
-        self.path = os.path.join(workdir, "metrics.jsonl")
+        self.path = os.path.join(workdir, METRICS_FILE)
         self._file = None
         if jsonl:
-            kept = [r for r in _read_lines(self.path) if start_step > 0 and r["step"] <= start_step]
+            old = read_metrics(self.path) if start_step > 0 else []
+            kept = [r for r in old if r["step"] <= start_step]
             with open(self.path, "w") as f:
                 f.writelines(json.dumps(r) + "\n" for r in kept)
             self._file = open(self.path, "a")

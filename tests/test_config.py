@@ -365,3 +365,51 @@ def test_algorithm_names_checked_against_registries():
     assert "algorithm.policy_loss: unknown name 'ppo_clip'" in msg and "gspo" in msg
     assert "algorithm.kl_loss_type: unknown name 'k5'" in msg and "low_var_kl" in msg
     assert "algorithm.loss_agg_mode: unknown name 'mean'" in msg and "token-mean" in msg
+
+
+def _estimators_with(**wanted):
+    from mimojax.algos.registry import ADVANTAGE_ESTIMATORS
+
+    return [
+        name
+        for name in sorted(ADVANTAGE_ESTIMATORS)
+        if all(getattr(ADVANTAGE_ESTIMATORS.traits(name), k) == v for k, v in wanted.items())
+    ]
+
+
+def test_group_estimators_need_more_than_one_sample_per_prompt():
+    group = _estimators_with(needs_groups=True)
+    assert {"grpo", "rloo", "optimal_token_baseline"} <= set(group)
+    for name in group:
+        msg = problems(tiny(f"algorithm.adv_estimator={name}", "rollout.n=1"))
+        assert "rollout.n" in msg and name in msg, name
+    # Without groups, one sample per prompt is fine.
+    cfg = tiny(
+        "algorithm.adv_estimator=reinforce_plus_plus", "rollout.n=1", "trainer.micro_batch_size=2"
+    )
+    validate(cfg, num_devices=1)
+
+
+@pytest.mark.parametrize("name", ["remax", "optimal_token_baseline", "tir_optimal_token_baseline"])
+def test_every_registered_estimator_is_accepted_by_the_trainer_checks(name):
+    # These used to be rejected as "unsupported by the trainer"; every estimator now runs there.
+    validate(tiny(f"algorithm.adv_estimator={name}"), num_devices=1)
+
+
+def test_value_head_only_with_an_estimator_that_uses_values():
+    assert _estimators_with(needs_values=True) == ["gae"]
+    msg = problems(tiny("algorithm.adv_estimator=grpo", "model.value_head=true"))
+    assert "model.value_head" in msg and "'grpo'" in msg
+
+
+def test_config_and_config_validate_have_no_cycle():
+    import ast
+
+    import mimojax.config_validate as cv
+
+    tree = ast.parse(Path(cv.__file__).read_text())
+    imported = {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    }
+    assert "mimojax.config" not in imported
+    assert validate is cv.validate and resolve_mesh_shape is cv.resolve_mesh_shape

@@ -1,9 +1,19 @@
 """metrics.jsonl rows, resume truncation, console progress, timers and the wandb id."""
 
 import os
+import re
 import time
 
-from mimojax.metrics import METRIC_NAMES, MetricsLogger, Timer, read_metrics, reduce_metrics
+import pytest
+
+from mimojax.metrics import (
+    METRIC_NAMES,
+    MetricsLogger,
+    Timer,
+    read_metrics,
+    reduce_metrics,
+    rows_by_step,
+)
 
 
 def logger(tmp_path, **kw):
@@ -102,9 +112,38 @@ def test_wandb_offline_keeps_one_run_id_across_resumes(tmp_path):
         log.log(2, {"x": 2.0})
     assert (tmp_path / "wandb_id.txt").read_text() == first
     runs = [d for d in os.listdir(tmp_path / "wandb") if d.startswith("offline-run-")]
-    assert runs and all(d.endswith(first) for d in runs)
+    # wandb suffixes "-1" to a second run directory started within the same second.
+    assert runs and all(re.sub(r"-\d+$", "", d).endswith(first) for d in runs)
 
 
 def test_metric_names_are_documented():
     assert all(isinstance(v, str) and v for v in METRIC_NAMES.values())
     assert "actor/pg_loss" in METRIC_NAMES and "val-core/<env>/acc/greedy" in METRIC_NAMES
+
+
+def test_lines_repeating_a_step_merge_in_step_order(tmp_path):
+    with logger(tmp_path) as log:
+        log.log(0, {"val": 0.25})
+        log.log(1, {"x": 1, "val": None})
+        log.log(1, {"val": 0.5})
+    rows = read_metrics(str(tmp_path))
+    assert [r["step"] for r in rows] == [0, 1, 1]  # as logged
+    assert rows_by_step(list(reversed(rows))) == [
+        {"step": 0, "val": 0.25},
+        {"step": 1, "x": 1.0, "val": None},  # later lines win; reversed, the first line is later
+    ]
+    assert rows_by_step(rows)[1] == {"step": 1, "x": 1.0, "val": 0.5}
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ('{"step": 1}\n{"step": 2, oops}\n{"step": 3}\n', r"metrics.jsonl:2: not valid JSON"),
+        ('{"step": 1}\n[1, 2]\n', r"metrics.jsonl:2: expected a JSON object"),
+        ('{"loss": 1.0}\n', r"metrics.jsonl:1: 'step' must be an integer"),
+    ],
+)
+def test_only_the_last_line_may_be_malformed(tmp_path, text, match):
+    (tmp_path / "metrics.jsonl").write_text(text)
+    with pytest.raises(ValueError, match=match):
+        read_metrics(str(tmp_path))

@@ -3,10 +3,14 @@
 import base64
 import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from mimojax import report
+from mimojax import report, report_summary
+from mimojax.metrics import read_metrics, rows_by_step
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 STEPS = 20
@@ -36,10 +40,11 @@ def train_row(s, kl=True, wall=True):
         "timing_s/gen": 2.0,
         "timing_s/reward": 0.5,
         "timing_s/update_actor": 1.0,
-        "timing_s/sync_weights": 0.25,
+        "timing_s/sync": 0.25,
         "timing_s/step": step_s(s),
         "perf/throughput": 1000.0 + 10 * s,
-        "perf/total_num_tokens": 1000.0 * s,
+        # Cumulative, as the trainer logs it: step s itself processes 1000 * s tokens.
+        "perf/total_num_tokens": 1000.0 * s * (s + 1) / 2,
         "rollout/policy_version_lag": 0.0,
         "train/skipped_updates": 1.0 if s == 7 else 0.0,
     }
@@ -89,7 +94,7 @@ def full_run(tmp_path_factory):
 
 
 def test_headline_numbers_match_hand_computation(tmp_path):
-    rows = report.read_metrics_jsonl(str(write_run(tmp_path) / "metrics.jsonl"))
+    rows = report.read_run_rows(str(write_run(tmp_path)))
     s = report.summarize_run(rows)
     assert s["steps"] == 20 and s["last_step"] == 20
     assert s["base_acc"] == 0.30 and s["base_step"] == 0
@@ -112,14 +117,14 @@ def test_headline_numbers_match_hand_computation(tmp_path):
     assert s["step_s"] == pytest.approx(101.0 / 20)
     assert s["phase_s"]["gen"] == pytest.approx(2.0)
     assert s["phase_share"]["gen"] == pytest.approx(40.0 / 101)
-    assert s["phase_share"]["sync_weights"] == pytest.approx(5.0 / 101)
+    assert s["phase_share"]["sync"] == pytest.approx(5.0 / 101)
     assert s["phase_share"]["other"] == pytest.approx(1 - 75.0 / 101)
-    assert list(s["phase_s"])[:4] == ["gen", "reward", "update_actor", "sync_weights"]
+    assert list(s["phase_s"])[:4] == ["gen", "reward", "update_actor", "sync"]
     assert s["skipped_updates"] == 1.0 and s["policy_version_lag_max"] == 0.0
 
 
 def test_wall_time_falls_back_to_summed_step_times(tmp_path):
-    rows = report.read_metrics_jsonl(str(write_run(tmp_path, wall=False) / "metrics.jsonl"))
+    rows = report.read_run_rows(str(write_run(tmp_path, wall=False)))
     s = report.summarize_run(rows)
     assert s["train_wall_s"] == pytest.approx(101.0)
     assert s["time_to_points"][10]["minutes"] == pytest.approx(45.5 / 60)
@@ -128,7 +133,7 @@ def test_wall_time_falls_back_to_summed_step_times(tmp_path):
 def test_threshold_reached_exactly_counts_and_unreached_is_none(tmp_path):
     # 0.50 - 0.30 is 0.19999999999999998 in floats; it is +20 points all the same.
     accs = {0: 0.30, 10: 0.50, 20: 0.45}
-    rows = report.read_metrics_jsonl(str(write_run(tmp_path, accs=accs) / "metrics.jsonl"))
+    rows = report.read_run_rows(str(write_run(tmp_path, accs=accs)))
     s = report.summarize_run(rows)
     assert s["time_to_points"][20]["step"] == 10
     assert s["time_to_points"][30] is None
@@ -179,7 +184,7 @@ def test_run_without_evals_or_kl_still_reports(tmp_path):
         r["rollout/policy_version_lag"] = 1.0  # an async run: the lag panel appears
         rows.append(r)
     (workdir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    s = report.summarize_run(report.read_metrics_jsonl(str(workdir / "metrics.jsonl")))
+    s = report.summarize_run(report.read_run_rows(str(workdir)))
     for key in ("base_acc", "lift_points", "time_to_points", "points_per_minute", "pass_at_k"):
         assert key not in s
     assert s["steps"] == 5
@@ -196,7 +201,7 @@ def test_run_without_evals_or_kl_still_reports(tmp_path):
 
 def test_trailing_partial_line_is_ignored(tmp_path):
     workdir = write_run(tmp_path, tail='{"step": 21, "critic/score/mean": 0.')
-    rows = report.read_metrics_jsonl(str(workdir / "metrics.jsonl"))
+    rows = report.read_run_rows(str(workdir))
     assert [r["step"] for r in rows] == list(range(0, 21))
     # Step 10's separate eval line merged into its training row.
     assert rows[10]["val-core/math/acc/greedy"] == 0.48 and "timing_s/step" in rows[10]
@@ -206,7 +211,7 @@ def test_trailing_partial_line_is_ignored(tmp_path):
 def test_rows_are_sorted_by_step(tmp_path):
     lines = [{"step": 2, "perf/wall_s": 2.0}, {"step": 1, "perf/wall_s": 1.0}]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
-    rows = report.read_metrics_jsonl(str(tmp_path / "metrics.jsonl"))
+    rows = report.read_run_rows(str(tmp_path))
     assert [r["step"] for r in rows] == [1, 2]
 
 
@@ -229,7 +234,7 @@ def test_missing_metrics_file_names_the_path(tmp_path):
 def test_bad_metrics_name_file_and_line(tmp_path, text, match):
     (tmp_path / "metrics.jsonl").write_text(text)
     with pytest.raises(ValueError, match=match):
-        report.read_metrics_jsonl(str(tmp_path / "metrics.jsonl"))
+        report.read_run_rows(str(tmp_path))
 
 
 def test_bad_run_info_names_the_file(tmp_path):
@@ -237,3 +242,38 @@ def test_bad_run_info_names_the_file(tmp_path):
     (workdir / "run_info.json").write_text("{not json")
     with pytest.raises(ValueError, match=re.escape(str(workdir / "run_info.json"))):
         report.write_report(str(workdir))
+
+
+def test_summary_imports_without_matplotlib():
+    code = (
+        "import sys\n"
+        "sys.modules['matplotlib'] = None\n"
+        "import mimojax.report_summary as rs\n"
+        "assert 'matplotlib' not in {m.split('.')[0] for m in sys.modules if sys.modules[m]}\n"
+        "print(rs.summarize_run([{'step': 1, 'timing_s/step': 2.0}])['step_s'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "2.0"
+
+
+def test_phase_order_names_the_trainers_timers():
+    # The timing panel stacks phases in PHASE_ORDER; a renamed trainer phase must show up here.
+    trainer = Path(report_summary.__file__).with_name("trainer.py").read_text()
+    phases = set(re.findall(r'timer\("(\w+)"\)', trainer))
+    phases |= set(re.findall(r'"timing_s/(\w+)"', trainer)) - {"step"}
+    assert phases and phases <= set(report_summary.PHASE_ORDER)
+
+
+def test_report_reads_what_the_metrics_logger_writes(tmp_path):
+    from mimojax.metrics import MetricsLogger
+
+    with MetricsLogger(str(tmp_path), total_steps=2, wandb_mode="disabled", progress=False) as log:
+        log.log(0, {"val-core/math/acc/greedy": 0.25, "perf/wall_s": 0.0})
+        log.log(1, {"timing_s/step": 1.0, "perf/wall_s": 1.0, "perf/total_num_tokens": 10})
+        log.log(2, {"timing_s/step": 1.0, "perf/wall_s": 2.0, "perf/total_num_tokens": 30})
+        log.log(2, {"val-core/math/acc/greedy": 0.5})
+    assert report.read_run_rows(str(tmp_path)) == rows_by_step(read_metrics(str(tmp_path)))
+    s = report.summarize_run(report.read_run_rows(str(tmp_path)))
+    assert s["steps"] == 2 and s["total_tokens"] == 30.0
+    assert s["lift_points"] == pytest.approx(25.0) and s["eval_tokens"] == 30.0

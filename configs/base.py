@@ -141,6 +141,8 @@ def get_config(arg=None):
     # Samples (not prompts) per forward/backward pass across all devices; gradients
     # accumulate over mini_batch_size * rollout.n / micro_batch_size passes.
     t.micro_batch_size = 16  # (verl: actor.ppo_micro_batch_size, global rather than per GPU)
+    # 0 = row micro-batches of micro_batch_size; >0 = token-budget micro-batches, each at most
+    t.micro_batch_tokens = 0  # this many padded tokens (verl: ppo_max_token_len_per_gpu)
     t.eval_every = 0  # steps between evaluations; 0 = never (verl: trainer.test_freq)
     t.seed = 0  # seed of params init, sampling and dropout RNG streams
     t.workdir = "runs/default"  # metrics, checkpoints and report (verl: default_local_dir)

@@ -19,12 +19,12 @@ import numpy as np
 import optax
 from flax import nnx
 
-from mimojax.batch import bucket
 from mimojax.data import DataError
 from mimojax.metrics import MetricsLogger
 from mimojax.models.loader import load_model_from_config, save_hf
 from mimojax.models.logprobs import token_logprobs
 from mimojax.models.tokenizer import encode_chat
+from mimojax.rollout.batch import bucket
 from mimojax.train_step import init_state, make_optimizer
 
 

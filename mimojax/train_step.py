@@ -1,10 +1,11 @@
 """The jitted update of one role: pure `(state, batch) -> (state, metrics)`.
 
-One call is one optimizer update over a mini-batch that arrives split into micro-batches
-(`[M, micro_B, T]` arrays); gradients are summed over the micro-batches with `lax.scan`, so
-memory is one micro-batch's activations and there is a single compile per shape. Losses are
-normalised by the mini-batch's global token / sequence counts (`global_tokens`, `global_seqs` in
-the batch), so the summed micro-batch gradients equal the full mini-batch gradient.
+One update is one optimizer step over a mini-batch that arrives split into micro-batches: a stack
+of same-shape `TrainBatch`es ([M, micro_B, T] leaves) whose gradients are summed with `lax.scan`,
+so memory is one micro-batch's activations and there is one compile per shape. Token-budget
+micro-batches come as several stacks (one per shape); their gradients are summed before the one
+apply (`MiniBatchUpdate`). Losses are normalised by the mini-batch's global token / sequence
+`Counts`, so the summed micro-batch gradients equal the full mini-batch gradient.
 
 A non-finite loss or gradient skips the update: parameters and optimizer state stay as they were,
 and `train/skipped_updates` says so.
@@ -19,12 +20,14 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import nnx
 
 from mimojax.algos import KL_ESTIMATORS, POLICY_LOSSES, rollout_correction, value_loss
 from mimojax.algos.ops import masked_mean
 from mimojax.models.logprobs import token_logprobs
+from mimojax.rollout.batch import TrainBatch
 
 
 class TrainState(NamedTuple):
@@ -138,6 +141,24 @@ def actor_hparams_from_config(cfg, *, on_policy: bool) -> ActorHParams:
     )
 
 
+class Counts(NamedTuple):
+    """A mini-batch's global loss counts, passed to every micro-batch so that micro-batch losses
+    (and gradients) sum to the mini-batch's (DESIGN.md, "Pure algorithms")."""
+
+    global_tokens: jax.Array  # loss tokens, at least 1
+    global_seqs: jax.Array  # sequences with a loss token, at least 1
+
+    @classmethod
+    def of(cls, mask_BxT) -> Counts:
+        """The counts of a mini-batch's loss mask (numpy or jax, any leading shape)."""
+        m = np.asarray(mask_BxT, np.float32)
+        m = m.reshape(-1, m.shape[-1])
+        return cls(
+            jnp.asarray(max(m.sum(), 1.0), jnp.float32),
+            jnp.asarray(max(float((m.sum(-1) > 0).sum()), 1.0), jnp.float32),
+        )
+
+
 def _grad_norm_and_finite(loss, grads):
     norm = optax.global_norm(grads)
     return norm, jnp.isfinite(loss) & jnp.isfinite(norm)
@@ -155,6 +176,11 @@ def _apply(state: TrainState, grads, finite, optimizer):
 
 
 _SUMMED = frozenset({"actor/pg_loss", "actor/kl_loss", "critic/vf_loss"})
+# The loss, grad-norm and skipped-update names each role reports.
+_ROLE_NAMES = {
+    "actor": ("actor/loss", "actor/grad_norm", "train/skipped_updates"),
+    "critic": ("critic/vf_loss", "critic/grad_norm", "train/critic_skipped_updates"),
+}
 
 
 def _accumulate(loss_fn, params, micro_batches):
@@ -174,16 +200,31 @@ def _accumulate(loss_fn, params, micro_batches):
     return loss, grads, metrics
 
 
-def _actor_loss(params, mb, *, graphdef, hp: ActorHParams, prompt_len, global_tokens, global_seqs):
+def apply_gradients(state: TrainState, loss, grads, *, optimizer, role: str):
+    """The once-per-mini-batch apply: grad norm, non-finite skip, optimizer step."""
+    norm, finite = _grad_norm_and_finite(loss, grads)
+    new_state = _apply(state, grads, finite, optimizer)
+    loss_key, norm_key, skip_key = _ROLE_NAMES[role]
+    metrics = {loss_key: loss, norm_key: norm, skip_key: 1.0 - finite.astype(jnp.float32)}
+    return new_state, metrics
+
+
+def _actor_loss(params, mb: TrainBatch, counts: Counts, *, graphdef, hp: ActorHParams):
     model = nnx.merge(graphdef, params)
-    ids, attn = mb["input_ids_BxT"], mb["attention_mask_BxT"]
-    mask = mb["response_mask_BxT"].astype(jnp.float32)
+    mask = mb.response_mask_BxT.astype(jnp.float32)
     logp, entropy = token_logprobs(
-        model, ids, attn, hp.temperature, hp.logprob_chunk, hp.top_k, hp.top_p, prompt_len
+        model,
+        mb.input_ids_BxT,
+        mb.attention_mask_BxT,
+        hp.temperature,
+        hp.logprob_chunk,
+        hp.top_k,
+        hp.top_p,
+        mb.prompt_len,
     )
     sg = jax.lax.stop_gradient
-    old = sg(logp) if hp.on_policy else mb["old_logp_BxT"]
-    rollout_logp = mb["rollout_logp_BxT"]
+    old = sg(logp) if hp.on_policy else mb.old_logp_BxT
+    rollout_logp = mb.rollout_logp_BxT
     is_w, mask_rs, rc_metrics = rollout_correction(
         old if not hp.bypass_mode else sg(logp),
         rollout_logp,
@@ -199,15 +240,15 @@ def _actor_loss(params, mb, *, graphdef, hp: ActorHParams, prompt_len, global_to
     loss, metrics = POLICY_LOSSES[hp.policy_loss](
         logp,
         old,
-        mb["adv_BxT"],
+        mb.adv_BxT,
         mask_rs,
         hp.agg_mode,
-        global_tokens,
-        global_seqs,
+        counts.global_tokens,
+        counts.global_seqs,
         is_w,
         entropy_BxT=entropy,
         entropy_coeff=hp.entropy_coeff,
-        ref_logp_BxT=mb["ref_logp_BxT"] if hp.use_kl_loss else None,
+        ref_logp_BxT=mb.ref_logp_BxT if hp.use_kl_loss else None,
         kl_coef=hp.kl_coef,
         kl_estimator=hp.kl_type,
         **dict(hp.loss_options),
@@ -217,73 +258,133 @@ def _actor_loss(params, mb, *, graphdef, hp: ActorHParams, prompt_len, global_to
     return loss, metrics
 
 
+def actor_grads(params, micro_TB: TrainBatch, counts: Counts, *, graphdef, hp: ActorHParams):
+    """(loss, grads, metrics) of the policy loss summed over a stack of same-shape micro-batches
+    ([M, micro_B, T] leaves); `micro_TB.prompt_len` columns hold only prompt (no LM head)."""
+    loss_fn = functools.partial(_actor_loss, counts=counts, graphdef=graphdef, hp=hp)
+    return _accumulate(loss_fn, params, micro_TB)
+
+
 def actor_update(
-    state: TrainState, batch: dict, *, graphdef, hp: ActorHParams, optimizer, prompt_len: int = 1
-):
-    """One optimizer update of the policy on a mini-batch of `[M, micro_B, T]` arrays.
-
-    `prompt_len` (static): columns before it hold only prompt tokens (no LM head there)."""
-    micro = {k: v for k, v in batch.items() if k.endswith("_BxT") or k.endswith("_B")}
-    loss_fn = functools.partial(
-        _actor_loss,
-        graphdef=graphdef,
-        hp=hp,
-        prompt_len=prompt_len,
-        global_tokens=batch["global_tokens"],
-        global_seqs=batch["global_seqs"],
-    )
-    loss, grads, metrics = _accumulate(loss_fn, state.params, micro)
-    norm, finite = _grad_norm_and_finite(loss, grads)
-    new_state = _apply(state, grads, finite, optimizer)
-    metrics.update(
-        {
-            "actor/loss": loss,
-            "actor/grad_norm": norm,
-            "train/skipped_updates": 1.0 - finite.astype(jnp.float32),
-        }
-    )
-    return new_state, metrics
+    state: TrainState, micro_TB: TrainBatch, counts: Counts, *, graphdef, hp: ActorHParams,
+    optimizer,
+):  # fmt: skip
+    """One optimizer update of the policy on a mini-batch that is one micro-batch stack."""
+    loss, grads, metrics = actor_grads(state.params, micro_TB, counts, graphdef=graphdef, hp=hp)
+    new_state, m = apply_gradients(state, loss, grads, optimizer=optimizer, role="actor")
+    return new_state, {**metrics, **m}
 
 
-def _critic_loss(params, mb, *, graphdef, clip_range_value, agg_mode, global_tokens, global_seqs):
+def _critic_loss(params, mb: TrainBatch, counts: Counts, *, graphdef, clip_range_value, agg_mode):
     critic = nnx.merge(graphdef, params)
-    vpreds = shifted_values(critic, mb["input_ids_BxT"], mb["attention_mask_BxT"])
+    vpreds = shifted_values(critic, mb.input_ids_BxT, mb.attention_mask_BxT)
     return value_loss(
         vpreds,
-        mb["values_BxT"],
-        mb["returns_BxT"],
-        mb["response_mask_BxT"],
+        mb.values_BxT,
+        mb.returns_BxT,
+        mb.response_mask_BxT,
         clip_range_value,
         agg_mode,
-        global_tokens,
-        global_seqs,
+        counts.global_tokens,
+        counts.global_seqs,
     )
 
 
-def critic_update(
-    state: TrainState, batch: dict, *, graphdef, clip_range_value, agg_mode, optimizer
+def critic_grads(
+    params, micro_TB: TrainBatch, counts: Counts, *, graphdef, clip_range_value, agg_mode
 ):
-    """One optimizer update of the value model on a mini-batch of `[M, micro_B, T]` arrays."""
-    micro = {k: v for k, v in batch.items() if k.endswith("_BxT") or k.endswith("_B")}
+    """(loss, grads, metrics) of the value loss summed over a stack of same-shape micro-batches."""
     loss_fn = functools.partial(
         _critic_loss,
+        counts=counts,
         graphdef=graphdef,
         clip_range_value=clip_range_value,
         agg_mode=agg_mode,
-        global_tokens=batch["global_tokens"],
-        global_seqs=batch["global_seqs"],
     )
-    loss, grads, metrics = _accumulate(loss_fn, state.params, micro)
-    norm, finite = _grad_norm_and_finite(loss, grads)
-    new_state = _apply(state, grads, finite, optimizer)
-    metrics.update(
-        {
-            "critic/vf_loss": loss,
-            "critic/grad_norm": norm,
-            "train/critic_skipped_updates": 1.0 - finite.astype(jnp.float32),
-        }
+    return _accumulate(loss_fn, params, micro_TB)
+
+
+def critic_update(
+    state: TrainState, micro_TB: TrainBatch, counts: Counts, *, graphdef, clip_range_value,
+    agg_mode, optimizer,
+):  # fmt: skip
+    """One optimizer update of the value model on a mini-batch that is one micro-batch stack."""
+    loss, grads, metrics = critic_grads(
+        state.params,
+        micro_TB,
+        counts,
+        graphdef=graphdef,
+        clip_range_value=clip_range_value,
+        agg_mode=agg_mode,
     )
-    return new_state, metrics
+    new_state, m = apply_gradients(state, loss, grads, optimizer=optimizer, role="critic")
+    return new_state, {**metrics, **m}
+
+
+def _combine_metrics(per_stack: list[tuple[int, dict]]) -> dict:
+    """Stack metrics as if all micro-batches had been one scan: sums add, the rest are averaged
+    over micro-batches (each stack's value is already its mean over its M micro-batches)."""
+    total = sum(m for m, _ in per_stack)
+    out = {}
+    for k in per_stack[0][1]:
+        if k in _SUMMED:
+            out[k] = sum(d[k] for _, d in per_stack)
+        else:
+            out[k] = sum(d[k] * (m / total) for m, d in per_stack)
+    return out
+
+
+class MiniBatchUpdate:
+    """One role's update, jitted: `update(state, stacks, counts) -> (state, metrics)`.
+
+    `stacks` is a list of micro-batch stacks (TrainBatch with [M, micro_B, T] leaves): one stack
+    (row micro-batches) runs the fused grads + apply jit, with the state donated; several stacks
+    (token-budget micro-batches, one per shape) run the grads jit once per stack (compiled once
+    per shape), sum the gradients, then apply once. Same numbers either way, up to summation order.
+    """
+
+    def __init__(self, grads_fn, optimizer, role: str):
+        self.role = role
+        apply = functools.partial(apply_gradients, optimizer=optimizer, role=role)
+
+        def fused(state, micro_TB, counts):
+            loss, grads, metrics = grads_fn(state.params, micro_TB, counts)
+            new_state, m = apply(state, loss, grads)
+            return new_state, {**metrics, **m}
+
+        self.fused = jax.jit(fused, donate_argnums=(0,))
+        self.grads = jax.jit(grads_fn)
+        self.apply = jax.jit(apply, donate_argnums=(0,))
+        self._add = jax.jit(lambda a, b: jax.tree.map(jnp.add, a, b), donate_argnums=(0,))
+
+    def __call__(self, state: TrainState, stacks, counts: Counts):
+        """One optimizer update over a mini-batch given as micro-batch stacks."""
+        stacks = [stacks] if isinstance(stacks, TrainBatch) else list(stacks)
+        if not stacks:
+            raise ValueError("MiniBatchUpdate: a mini-batch needs at least one micro-batch")
+        if len(stacks) == 1:
+            return self.fused(state, stacks[0], counts)
+        loss, grads, per_stack = None, None, []
+        for s in stacks:
+            l_s, g_s, m_s = self.grads(state.params, s, counts)
+            per_stack.append((int(s.input_ids_BxT.shape[0]), m_s))
+            loss, grads = (l_s, g_s) if grads is None else (loss + l_s, self._add(grads, g_s))
+        new_state, m = self.apply(state, loss, grads)
+        return new_state, {**_combine_metrics(per_stack), **m}
+
+
+def make_actor_update(*, graphdef, hp: ActorHParams, optimizer) -> MiniBatchUpdate:
+    """The policy's jitted mini-batch update."""
+    grads_fn = functools.partial(actor_grads, graphdef=graphdef, hp=hp)
+    return MiniBatchUpdate(grads_fn, optimizer, "actor")
+
+
+def make_critic_update(*, graphdef, clip_range_value, agg_mode, optimizer) -> MiniBatchUpdate:
+    """The value model's jitted mini-batch update."""
+    grads_fn = functools.partial(
+        critic_grads, graphdef=graphdef, clip_range_value=clip_range_value, agg_mode=agg_mode
+    )
+    return MiniBatchUpdate(grads_fn, optimizer, "critic")
 
 
 def shifted_values(critic, input_ids_BxT, attention_mask_BxT):

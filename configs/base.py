@@ -47,6 +47,19 @@ def get_config(arg=None):
     ov.mlp = placeholder(str)  # MLP intermediate size
     ov.layers = placeholder(str)  # stacked-layer axis
 
+    # Where each role runs (mimojax/roles.py). Colocated by default: actor, reference, critic and
+    # the rollout engine time-share every device on the `mesh` above. Giving the rollout its own
+    # device indices splits the roles: weights are resharded onto the rollout mesh at each sync.
+    cfg.roles = roles = ConfigDict()
+    roles.actor = ra = ConfigDict()
+    ra.devices = ()  # indices into jax.devices() for actor/reference/critic; () = all the rest
+    roles.rollout = rr = ConfigDict()
+    rr.devices = ()  # indices for the engine; () = colocated with the actor
+    rr.mesh = rm = ConfigDict()  # the engine's mesh over its devices, as `mesh` above
+    rm.data = 1  # slots (sequences) split over these devices
+    rm.fsdp = -1  # weights sharded; -1 = the rest of the rollout devices
+    rm.tensor = 1  # tensor parallelism inside each layer
+
     cfg.data = d = ConfigDict()
     d.train_files = ()  # training prompt files (verl: data.train_files)
     d.eval_files = ()  # evaluation prompt files (verl: data.val_files)

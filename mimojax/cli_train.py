@@ -136,15 +136,16 @@ def cmd_report(args) -> int:
 def cmd_export(args) -> int:
     from flax import nnx
 
-    from mimojax.models.loader import load_model_from_config, save_hf
+    from mimojax.models.loader import save_hf
+    from mimojax.roles import load_actor_model
     from mimojax.trainer import Trainer
 
     cfg, workdir = _load(args)
     trainer = Trainer(cfg, workdir, progress=False)
     trainer.close()
-    model, tokenizer, _, _ = load_model_from_config(cfg)
+    model, tokenizer, _, _ = load_actor_model(cfg)
     graphdef, state = nnx.split(model)
-    nnx.replace_by_pure_dict(state, trainer.actor.params)
+    nnx.replace_by_pure_dict(state, trainer.actor.state.params)
     save_hf(nnx.merge(graphdef, state), tokenizer, args.out)
     print(f"step {trainer.step} -> {args.out}")
     return 0

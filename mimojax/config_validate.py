@@ -236,6 +236,35 @@ def _check_trainer(cfg: ConfigDict, bad) -> None:
         bad(f"critic.warmup_steps: must be >= 0, got {cfg.critic.warmup_steps}")
 
 
+def _check_roles(cfg: ConfigDict, num_devices: int, bad) -> int:
+    """Role placement (`roles.*.devices`); returns how many devices the actor's `mesh` spans."""
+    actor = [int(i) for i in cfg.roles.actor.devices]
+    rollout = [int(i) for i in cfg.roles.rollout.devices]
+    for key, idx in (("roles.actor.devices", actor), ("roles.rollout.devices", rollout)):
+        out = [i for i in idx if not 0 <= i < num_devices]
+        if out:
+            bad(f"{key}: device indices {out} out of range (there are {num_devices} devices)")
+        if len(set(idx)) != len(idx):
+            bad(f"{key}: a device index is listed twice ({idx})")
+    if not rollout:
+        return len(actor) or num_devices
+    shared = sorted(set(actor) & set(rollout))
+    if shared:
+        bad(
+            f"roles.actor.devices / roles.rollout.devices: both list devices {shared}; split "
+            "roles need disjoint device sets (leave roles.rollout.devices empty to colocate)"
+        )
+    n_actor = len(actor) or num_devices - len(set(rollout))
+    if n_actor < 1:
+        bad("roles.rollout.devices: takes every device; the actor has none")
+        return num_devices
+    try:
+        resolve_mesh_shape(cfg.roles.rollout.mesh, len(set(rollout)))
+    except ConfigError as e:
+        bad(str(e).replace("mesh.", "roles.rollout.mesh."))
+    return n_actor
+
+
 def validate(cfg: ConfigDict, num_devices: int | None = None) -> ConfigDict:
     """Raise one ConfigError listing every inconsistency in `cfg`; return `cfg` if none."""
     if num_devices is None:
@@ -243,7 +272,8 @@ def validate(cfg: ConfigDict, num_devices: int | None = None) -> ConfigDict:
 
         num_devices = jax.device_count()
     problems: list[str] = []
-    _check_mesh_and_batch(cfg, num_devices, problems.append)
+    actor_devices = _check_roles(cfg, num_devices, problems.append)
+    _check_mesh_and_batch(cfg, actor_devices, problems.append)
     _check_algorithm(cfg, problems.append)
     _check_rollout(cfg, problems.append)
     _check_model_and_sharding(cfg, problems.append)

@@ -41,17 +41,7 @@ def evaluate(
         trajs = rollout_single_turn(
             engine, tokenizer, examples, n, sp, request_id_base=_EVAL_REQUEST_BASE
         )
-        results = pool.score(
-            [
-                {
-                    "env": t.example["env"],
-                    "response": t.response_text,
-                    "ground_truth": t.example["ground_truth"],
-                    "extra": t.example.get("extra", {}),
-                }
-                for t in trajs
-            ]
-        )
+        results = pool.score([t.grader_item() for t in trajs])
         for env, items in _by_env(trajs, results).items():
             correct = defaultdict(list)
             for g, score, valid in items:

@@ -21,7 +21,8 @@ from flax import nnx
 
 from mimojax.data import DataError
 from mimojax.metrics import MetricsLogger
-from mimojax.models.loader import load_model_from_config, save_hf
+from mimojax.models.loader import save_hf
+from mimojax.roles import load_actor_model
 from mimojax.models.logprobs import token_logprobs
 from mimojax.models.tokenizer import encode_chat
 from mimojax.rollout.batch import bucket
@@ -85,7 +86,7 @@ def run_sft(cfg, workdir: str, *, progress: bool = True) -> dict:
     files = list(cfg.data.train_files)
     if not files:
         raise DataError("data.train_files is empty: give at least one chat .jsonl file")
-    model, tok, _, _ = load_model_from_config(cfg)
+    model, tok, _, _ = load_actor_model(cfg)
     examples = [tokenize_chat(tok, msgs) for f in files for msgs in read_chats(f)]
     limit = int(cfg.data.max_prompt_length + cfg.rollout.max_new_tokens)
     kept = [e for e in examples if len(e[0]) <= limit]

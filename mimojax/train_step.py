@@ -394,12 +394,27 @@ def shifted_values(critic, input_ids_BxT, attention_mask_BxT):
 
 
 def sequence_logprobs(
-    params, ids_BxT, attn_BxT, *, graphdef, temperature, top_k, top_p, chunk, prompt_len=1
+    params,
+    ids_BxT,
+    attn_BxT,
+    *,
+    graphdef,
+    temperature,
+    top_k,
+    top_p,
+    chunk,
+    prompt_len=1,
+    sum_pi_squared=False,
 ):
-    """Per-token logprobs of a batch under `params` (old-policy and reference passes)."""
+    """Per-token logprobs of a batch under `params` (old-policy and reference passes).
+
+    With `sum_pi_squared` (static): (logp_BxT, sum_pi_squared_BxT), the second being
+    sum_v p(v)^2 at each position (the optimal-token-baseline estimators' statistic)."""
     model = nnx.merge(graphdef, params)
-    logp, _ = token_logprobs(model, ids_BxT, attn_BxT, temperature, chunk, top_k, top_p, prompt_len)
-    return logp
+    outs = token_logprobs(
+        model, ids_BxT, attn_BxT, temperature, chunk, top_k, top_p, prompt_len, sum_pi_squared
+    )
+    return (outs[0], outs[2]) if sum_pi_squared else outs[0]
 
 
 def critic_values(params, ids_BxT, attn_BxT, *, graphdef):

@@ -3,7 +3,7 @@
 from mimojax.models.config import ModelConfig, ModelConfigError, config_from_hf, config_to_hf
 from mimojax.models.decoder import Decoder, ValueModel
 from mimojax.models.hf_mapping import WeightLoadError
-from mimojax.models.loader import load_model, load_model_from_config, save_hf  # noqa: E402
+from mimojax.models.loader import load_model, save_hf  # noqa: E402
 from mimojax.models.logprobs import logprobs_from_hidden, token_logprobs
 
 __all__ = [
@@ -15,7 +15,6 @@ __all__ = [
     "config_from_hf",
     "config_to_hf",
     "load_model",
-    "load_model_from_config",
     "logprobs_from_hidden",
     "save_hf",
     "token_logprobs",

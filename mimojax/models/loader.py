@@ -71,22 +71,3 @@ def save_hf(model: Decoder, tokenizer, out_dir: str) -> None:
     save_hf_model(model, out_dir)
     if tokenizer is not None:
         tokenizer.save_pretrained(out_dir)
-
-
-def load_model_from_config(cfg, devices=None):
-    """(model, tokenizer, mesh, rules) from a run config's `model`, `mesh` and `sharding`."""
-    from mimojax.config import sharding_overrides
-
-    mesh = sh.make_mesh(cfg.mesh, devices)
-    rules = sh.get_rules(cfg.sharding.preset, sharding_overrides(cfg.sharding))
-    m = cfg.model
-    model, tokenizer = load_model(
-        m.name_or_path,
-        dtype=m.dtype,
-        mesh=mesh,
-        param_dtype=m.param_dtype,
-        rules=rules,
-        attention_impl=m.attention_impl,
-        remat=m.remat,
-    )
-    return model, tokenizer, mesh, rules

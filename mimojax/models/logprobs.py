@@ -9,9 +9,19 @@ from mimojax.models.logit_filters import processed_log_softmax
 
 
 def logprobs_from_hidden(
-    hidden_BxTxE, lm_head_ExV, targets_BxT, temperature=1.0, chunk=128, top_k=0, top_p=1.0
+    hidden_BxTxE,
+    lm_head_ExV,
+    targets_BxT,
+    temperature=1.0,
+    chunk=128,
+    top_k=0,
+    top_p=1.0,
+    sum_pi_squared=False,
 ):
     """log p(targets) and entropy [B, T] from hidden states, `chunk` time steps at a time.
+
+    With `sum_pi_squared` (static) a third [B, T] array is returned: sum over the vocabulary of
+    the squared probabilities, the per-token statistic the optimal-token-baseline estimators use.
 
     With top_k / top_p, both are taken over the filtered distribution the engine sampled from
     (mimojax.models.logit_filters), so they match the engine's returned log-probs.
@@ -44,14 +54,12 @@ def logprobs_from_hidden(
         # Filtered tokens have p = 0 and log p = -inf; they add nothing to the entropy.
         plogp_BxCxV = jnp.where(logp_BxCxV > -jnp.inf, jnp.exp(logp_BxCxV) * logp_BxCxV, 0.0)
         entropy_BxC = -jnp.sum(plogp_BxCxV, axis=-1)
-        return logp_BxC, entropy_BxC
+        if not sum_pi_squared:
+            return logp_BxC, entropy_BxC
+        return logp_BxC, entropy_BxC, jnp.sum(jnp.exp(2.0 * logp_BxCxV), axis=-1)
 
-    logp_NxBxC, entropy_NxBxC = jax.lax.map(
-        lambda xs: one_chunk(*xs), (hidden_NxBxCxE, targets_NxBxC)
-    )
-    logp_BxT = logp_NxBxC.swapaxes(0, 1).reshape(b, -1)[:, :t]
-    entropy_BxT = entropy_NxBxC.swapaxes(0, 1).reshape(b, -1)[:, :t]
-    return logp_BxT, entropy_BxT
+    outs_NxBxC = jax.lax.map(lambda xs: one_chunk(*xs), (hidden_NxBxCxE, targets_NxBxC))
+    return tuple(o.swapaxes(0, 1).reshape(b, -1)[:, :t] for o in outs_NxBxC)
 
 
 def token_logprobs(
@@ -63,16 +71,18 @@ def token_logprobs(
     top_k=0,
     top_p=1.0,
     start=1,
+    sum_pi_squared=False,
 ):
     """logp[b, t] = log p(input_ids[b, t] | input_ids[b, :t]) and the entropy of that
     distribution; columns before `start` (at least column 0, which has no context) are 0.
     Aligned with the ids so `response_mask_BxT` applies directly.
 
     `start` (static) skips the LM head on the prompt: with prompts left-padded into the first
-    `start` columns, only response positions pay for the [*, V] projection."""
+    `start` columns, only response positions pay for the [*, V] projection. With
+    `sum_pi_squared` (static), a third array holds sum_v p(v)^2 per position."""
     start = max(int(start), 1)
     hidden_BxTxE = model.hidden_states(input_ids_BxT, attention_mask)
-    logp_BxR, entropy_BxR = logprobs_from_hidden(
+    outs_BxR = logprobs_from_hidden(
         hidden_BxTxE[:, start - 1 : -1],
         model.lm_head_weight(),
         input_ids_BxT[:, start:],
@@ -80,9 +90,7 @@ def token_logprobs(
         chunk,
         top_k,
         top_p,
+        sum_pi_squared,
     )
-    zeros_BxS = jnp.zeros_like(logp_BxR[:, :1]).repeat(start, axis=1)
-    return (
-        jnp.concatenate([zeros_BxS, logp_BxR], axis=1),
-        jnp.concatenate([zeros_BxS, entropy_BxR], axis=1),
-    )
+    zeros_BxS = jnp.zeros_like(outs_BxR[0][:, :1]).repeat(start, axis=1)
+    return tuple(jnp.concatenate([zeros_BxS, o_BxR], axis=1) for o_BxR in outs_BxR)

@@ -19,3 +19,12 @@ class Trajectory:
     sample: int  # index of this sample among the prompt's n
     example: dict  # the data row (ground_truth, env, extra, source)
     response_text: str = ""
+
+    def grader_item(self) -> dict:
+        """What a grader sees of this trajectory (the reward pool's item)."""
+        return {
+            "env": self.example["env"],
+            "response": self.response_text,
+            "ground_truth": self.example["ground_truth"],
+            "extra": self.example.get("extra", {}),
+        }

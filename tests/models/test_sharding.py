@@ -110,13 +110,13 @@ def test_mesh_config_errors_name_the_keys():
 
 def test_model_from_run_config_follows_mesh_and_preset():
     from mimojax.config import load_config
-    from mimojax.models import load_model_from_config
+    from mimojax.roles import load_actor_model
 
     cfg = load_config(
         "configs/grpo_tiny.py:model=tiny-random-qwen3",
         ["mesh.fsdp=4", "mesh.tensor=2", "sharding.preset=fsdp_tensor"],
     )
-    model, tok, mesh, rules = load_model_from_config(cfg)
+    model, tok, mesh, rules = load_actor_model(cfg)
     assert dict(mesh.shape) == {"data": 1, "fsdp": 4, "tensor": 2}
     assert model.layers.gate_proj[...].sharding.spec == P(None, "fsdp", "tensor")
     assert model.config.model_type == "qwen3" and tok.eos_token_id == model.config.eos_token_id

@@ -60,15 +60,17 @@ SCENARIOS = {
 }
 
 
-def train_rows(tmp_dir: str, scenario: str, train_fn) -> list[dict]:
-    """Metrics rows of a 3-step run of `scenario`; `train_fn(overrides, workdir)` trains."""
+def train_rows(tmp_dir: str, scenario: str, train_fn, extra: tuple = ()) -> list[dict]:
+    """Metrics rows of a 3-step run of `scenario`; `train_fn(overrides, workdir)` trains.
+
+    Recorded on one CPU device; `extra` overrides place a replay on one device too."""
     workdir = os.path.join(tmp_dir, scenario)
     data = os.path.join(tmp_dir, "train_length_mod.jsonl")
     with open(data, "w") as f:
         for n in range(64):
             row = {"prompt": f"Count to {n % 7 + 2}.", "ground_truth": "", "env": GRADER}
             f.write(json.dumps(row) + "\n")
-    overrides = [f"data.train_files=('{data}',)", *_COMMON, *SCENARIOS[scenario]]
+    overrides = [f"data.train_files=('{data}',)", *_COMMON, *SCENARIOS[scenario], *extra]
     train_fn(overrides, workdir)
     rows = []
     with open(os.path.join(workdir, "metrics.jsonl")) as f:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+
 import numpy as np
 import pytest
 
@@ -9,6 +13,8 @@ from mimojax.config import load_config
 from mimojax.metrics import read_metrics
 from mimojax.trainer import Trainer
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GRADER = "tests.reward_fixtures:length_mod"
 QUICK = ["trainer.total_steps=2", "eval.at_start=False", "eval.at_end=False"]
 
 
@@ -36,3 +42,35 @@ def test_dapo_recipe_filters_groups_and_shapes_overlong(tmp_path):
     # actor sees no tokens (the update is skipped, not run on zeros)
     assert last["batch/groups"] == 2 and last["batch/groups_kept"] == 0
     assert "actor/pg_loss" not in last
+
+
+def test_dapo_recipe_clips_higher_on_groups_that_survive_the_filter(tmp_path, monkeypatch):
+    # A grader whose score varies inside groups (response length mod 5), so groups survive the
+    # filter; 2 PPO epochs and 2 mini-batches move the ratio off 1, so the asymmetric clip acts.
+    monkeypatch.setattr(sys, "path", [*sys.path, ROOT])  # last: shadows nothing installed
+    data = tmp_path / "rows.jsonl"
+    with open(data, "w") as f:
+        for n in range(16):
+            f.write(json.dumps({"prompt": f"Count to {n}.", "ground_truth": "", "env": GRADER}))
+            f.write("\n")
+    overrides = QUICK + [
+        f"data.train_files=('{data}',)",
+        "reward.num_workers=0",
+        "trainer.ppo_epochs=2",
+        "trainer.mini_batch_size=1",
+        "trainer.micro_batch_size=4",
+        "optimizer.lr=3e-3",
+    ]
+    trainer = Trainer(
+        load_config("configs/dapo_arith_smollm2.py:tiny=True", overrides),
+        str(tmp_path / "run"),
+        progress=False,
+    )
+    trainer.train()
+    rows = [r for r in read_metrics(str(tmp_path / "run")) if "critic/score/mean" in r]
+    hp = trainer.actor.hparams
+    assert dict(hp.loss_options)["clip_high"] == 0.28 and dict(hp.loss_options)["clip_low"] == 0.2
+    assert all(r["batch/groups_kept"] >= 1 for r in rows)  # the filter kept trainable groups
+    assert all(np.isfinite(r["actor/pg_loss"]) for r in rows)
+    # the second epoch's ratios left [0.8, 1.28] on some tokens: the clip ran on kept groups
+    assert max(r["actor/pg_clipfrac"] for r in rows) > 0

@@ -57,7 +57,7 @@ def test_three_steps_log_verl_metrics_and_checkpoint(tmp_path):
 
 
 def _params(trainer):
-    return jax.tree.leaves(jax.device_get(trainer.actor.params))
+    return jax.tree.leaves(jax.device_get(trainer.actor.state.params))
 
 
 def _kill_after_checkpoint(workdir, step, *overrides):
@@ -106,14 +106,13 @@ def test_non_finite_loss_skips_update(tmp_path):
     # NaN actor params (the engine keeps its finite copy) give a NaN loss and gradient.
     trainer = Trainer(tiny("trainer.total_steps=1"), str(tmp_path), progress=False)
     before = _params(trainer)
-    trainer.actor = trainer.actor._replace(
-        params=jax.tree.map(lambda x: x * np.nan, trainer.actor.params)
-    )
+    state = trainer.actor.state
+    trainer.actor.state = state._replace(params=jax.tree.map(lambda x: x * np.nan, state.params))
     metrics = trainer.train_step()
     trainer.close()
     assert metrics["train/skipped_updates"] == 1.0
     assert all(np.isnan(a).all() for a in _params(trainer))  # not updated: still the NaN params
-    assert int(trainer.actor.step) == 0 and len(before) == len(_params(trainer))
+    assert int(trainer.actor.state.step) == 0 and len(before) == len(_params(trainer))
 
 
 def test_grader_failure_is_infra_flag_and_excluded(tmp_path, monkeypatch):

@@ -1,16 +1,15 @@
-"""The engine built from a real config (configs/grpo_tiny.py) and its errors."""
+"""The roles built from a real config (configs/grpo_tiny.py): engine, sampling, placement, errors."""
 
 import pytest
 
 from mimojax.config import ConfigError, load_config
 from mimojax.engine import SamplingParams, generate
-from mimojax.engine.from_config import engine_from_config, sampling_from_config
-from mimojax.models import load_model_from_config
+from mimojax.roles import engine_from_config, load_actor_model, sampling_from_config
 
 
 def test_engine_from_grpo_tiny_config():
     cfg = load_config("configs/grpo_tiny.py", ["rollout.top_k=-1", "rollout.temperature=0.9"])
-    model, tok, mesh, _ = load_model_from_config(cfg)
+    model, tok, mesh, _ = load_actor_model(cfg)
     engine = engine_from_config(cfg, model, tok)
     assert engine.max_concurrent_decodes == cfg.rollout.max_concurrent_decodes
     assert engine.max_cache_length == cfg.data.max_prompt_length + cfg.rollout.max_new_tokens
@@ -28,7 +27,7 @@ def test_bad_rollout_values_name_the_key():
     with pytest.raises(ConfigError, match=r"rollout\.\*: .*top_p"):
         sampling_from_config(cfg)
     cfg = load_config("configs/grpo_tiny.py", ["rollout.max_concurrent_decodes=0"])
-    model, tok, _, _ = load_model_from_config(cfg)
+    model, tok, _, _ = load_actor_model(cfg)
     with pytest.raises(ConfigError, match="max_concurrent_decodes=0"):
         engine_from_config(cfg, model, tok)
 
@@ -40,7 +39,7 @@ def test_engine_on_an_8_device_mesh_matches_one_device():
         "configs/grpo_tiny.py",
         ["mesh.data=2", "mesh.fsdp=2", "mesh.tensor=2", "sharding.preset=fsdp_tensor"],
     )
-    model, tok, mesh, _ = load_model_from_config(cfg)
+    model, tok, mesh, _ = load_actor_model(cfg)
     sharded = engine_from_config(cfg, model, tok)
     assert sharded.mesh is mesh
     cache_sharding = sharded.init_decode_state().cache.k_L[0].sharding

@@ -1,0 +1,447 @@
+"""The roles of an RL run, built from a run config: actor, reference, critic, rollout, reward.
+
+Roles are placements on meshes, not processes (DESIGN.md). The actor owns the trainable policy
+and its optimiser on the actor mesh; the reference (the frozen starting policy) and the critic
+share that mesh. The rollout role is the engine on its own mesh: the actor's devices by default
+(colocated, time-shared), or a disjoint device set given by `roles.rollout.devices`, in which
+case every weight sync reshards the actor's parameters onto the rollout mesh. The reward role is
+the grader process pool.
+
+This module and the CLI are the only readers of a run config: below it, models, engine, algos,
+kernels and sharding take plain values; above it, the trainer takes the built `Run`.
+
+    run = build_run(load_config("configs/grpo_tiny.py"), "/tmp/run")
+    run.roles.rollout.engine, run.roles.actor.state.params, run.spec.total_steps
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jax.sharding import Mesh
+from ml_collections import ConfigDict
+
+from mimojax import sharding as sh
+from mimojax.algos import KLController
+from mimojax.algos.advantage_stage import AdvantageSettings
+from mimojax.algos.registry import ADVANTAGE_ESTIMATORS
+from mimojax.checkpoint import Checkpointer, model_fingerprint
+from mimojax.config import ConfigError, sharding_overrides, validate
+from mimojax.data import PromptDataset, prompt_dataset_from_config
+from mimojax.engine.engine import EngineError, JaxEngine
+from mimojax.engine.sampling import SamplingError, SamplingParams
+from mimojax.models.decoder import ValueModel
+from mimojax.models.loader import load_model
+from mimojax.rewards import RewardPool
+from mimojax.train_step import (
+    ActorHParams,
+    MiniBatchUpdate,
+    TrainState,
+    actor_hparams_from_config,
+    critic_values,
+    init_state,
+    make_actor_update,
+    make_critic_update,
+    make_optimizer,
+    make_schedule,
+    sequence_logprobs,
+)
+
+# ---------------------------------------------------------------- placement
+
+
+def role_devices(cfg: ConfigDict, devices: Sequence | None = None) -> tuple[list, list | None]:
+    """(actor devices, rollout devices or None when colocated) from `roles.*.devices`.
+
+    The indices were checked by `validate` (in range, no repeats, disjoint)."""
+    devices = list(devices if devices is not None else jax.devices())
+    rollout_idx = [int(i) for i in cfg.roles.rollout.devices]
+    actor_idx = [int(i) for i in cfg.roles.actor.devices]
+    if not actor_idx:
+        actor_idx = [i for i in range(len(devices)) if i not in set(rollout_idx)]
+    actor = [devices[i] for i in actor_idx]
+    return actor, ([devices[i] for i in rollout_idx] if rollout_idx else None)
+
+
+def _rules(cfg: ConfigDict) -> dict:
+    return sh.get_rules(cfg.sharding.preset, sharding_overrides(cfg.sharding))
+
+
+def load_actor_model(cfg: ConfigDict, devices: Sequence | None = None):
+    """(model, tokenizer, mesh, rules): `model.*` loaded straight onto the `mesh.*` mesh."""
+    mesh = sh.make_mesh(cfg.mesh, devices)
+    rules = _rules(cfg)
+    m = cfg.model
+    model, tokenizer = load_model(
+        m.name_or_path,
+        dtype=m.dtype,
+        mesh=mesh,
+        param_dtype=m.param_dtype,
+        rules=rules,
+        attention_impl=m.attention_impl,
+        remat=m.remat,
+    )
+    return model, tokenizer, mesh, rules
+
+
+def sampling_from_config(cfg: ConfigDict, greedy: bool = False) -> SamplingParams:
+    """SamplingParams from `rollout.*` (greedy=True for evaluation); errors name the key."""
+    r = cfg.rollout
+    try:
+        return SamplingParams(
+            temperature=0.0 if greedy else float(r.temperature),
+            top_p=1.0 if greedy else float(r.top_p),
+            top_k=0 if greedy or r.top_k < 0 else int(r.top_k),  # verl spells "off" as -1
+            seed=int(r.seed),
+            max_new_tokens=int(r.max_new_tokens),
+            stop_token_ids=tuple(int(i) for i in r.stop_token_ids),
+        )
+    except SamplingError as e:
+        raise ConfigError(f"rollout.*: {e}") from None
+
+
+def engine_from_config(cfg: ConfigDict, model, tokenizer, mesh: Mesh | None = None) -> JaxEngine:
+    """A JaxEngine sized by data.max_prompt_length, rollout.max_new_tokens and slots."""
+    prefill = int(cfg.data.max_prompt_length)
+    try:
+        return JaxEngine(
+            model,
+            tokenizer,
+            max_concurrent_decodes=int(cfg.rollout.max_concurrent_decodes),
+            max_prefill_length=prefill,
+            max_cache_length=prefill + int(cfg.rollout.max_new_tokens),
+            mesh=mesh,
+        )
+    except EngineError as e:
+        raise ConfigError(
+            f"rollout.max_concurrent_decodes / data.max_prompt_length / rollout.max_new_tokens: {e}"
+        ) from None
+
+
+# ---------------------------------------------------------------- the roles
+
+
+@dataclasses.dataclass
+class Actor:
+    """The trainable policy: state on `mesh`, its jitted update and log-prob pass."""
+
+    mesh: Mesh
+    graphdef: Any
+    state: TrainState
+    schedule: Callable[[int], Any]
+    update: MiniBatchUpdate  # (state, micro-batch stacks, counts) -> (state, metrics)
+    logprobs: Callable  # (params, ids, attn, prompt_len) -> logp_BxT
+    logprob_stats: Callable  # (params, ids, attn, prompt_len) -> (logp_BxT, sum_pi_squared_BxT)
+    on_policy: bool  # one update per batch: the old policy is the current one
+    hparams: ActorHParams  # the policy loss settings (static in the jitted update)
+
+
+@dataclasses.dataclass
+class Reference:
+    """The frozen starting policy on the actor mesh (a resume rebuilds it from the same weights)."""
+
+    params: Any
+    logprobs: Callable
+
+
+@dataclasses.dataclass
+class Critic:
+    """The value model on the actor mesh: state, jitted update and value pass."""
+
+    graphdef: Any
+    state: TrainState
+    update: MiniBatchUpdate
+    values: Callable  # (params, ids, attn) -> values_BxT
+    warmup_steps: int
+
+
+@dataclasses.dataclass
+class Rollout:
+    """The engine on its own mesh (or the actor's), with the run's sampling settings."""
+
+    engine: JaxEngine
+    mesh: Mesh | None
+    sampling: SamplingParams
+    greedy: SamplingParams
+    n: int
+    prompt_overflow: str
+    colocated: bool
+
+    def sync(self, params, version: int | None = None) -> int:
+        """Actor params -> engine (resharded onto the rollout mesh when split); new version."""
+        return self.engine.update_params(params, version=version)
+
+
+@dataclasses.dataclass
+class Roles:
+    """Every role of a run; `reference` and `critic` are None when the algorithm needs none."""
+
+    actor: Actor
+    reference: Reference | None
+    critic: Critic | None
+    rollout: Rollout
+    reward: RewardPool
+    tokenizer: Any
+    fingerprint: dict
+
+    @property
+    def pad_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return int(pad if pad is not None else self.tokenizer.eos_token_id)
+
+
+def _with_lr(opt_cfg: ConfigDict, lr: float) -> ConfigDict:
+    """A copy of the optimizer config with another peak learning rate (the critic's)."""
+    return ConfigDict({**opt_cfg.to_dict(), "lr": float(lr)})
+
+
+def _on_mesh(state, mesh: Mesh):
+    """Replicates over `mesh` every leaf not already placed on it (optimizer counters, step).
+
+    Fresh scalars are uncommitted and follow the params into jit; the same scalars restored
+    from a checkpoint come back committed to one device, which jit refuses to mix with the
+    mesh-sharded params. Placing them on the mesh up front makes both cases identical.
+    """
+    replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+
+    def place(x):
+        if isinstance(getattr(x, "sharding", None), jax.sharding.NamedSharding):
+            return x
+        return jax.device_put(x, replicated)
+
+    return jax.tree.map(place, state)
+
+
+def _split_params(module):
+    """(graphdef, pure-dict params); the decoder family holds nothing but nnx.Param state."""
+    graphdef, state = nnx.split(module)
+    return graphdef, nnx.to_pure_dict(state)
+
+
+def _engine_model(model, mesh: Mesh, rules):
+    """A view of `model` with every parameter copied onto `mesh` per the rules (split roles)."""
+    graphdef, state = nnx.split(model)
+    return nnx.merge(graphdef, jax.device_put(state, sh.param_shardings(state, mesh, rules)))
+
+
+def updates_per_step(cfg: ConfigDict) -> int:
+    """Optimizer updates per RL step: PPO epochs x mini-batches."""
+    return int(cfg.trainer.ppo_epochs) * (
+        int(cfg.data.batch_size) // int(cfg.trainer.mini_batch_size)
+    )
+
+
+def build_roles(cfg: ConfigDict, devices: Sequence | None = None) -> Roles:
+    """Every role of the run described by `cfg` (validated), each on its mesh."""
+    a, t = cfg.algorithm, cfg.trainer
+    actor_devices, rollout_devices = role_devices(cfg, devices)
+    model, tokenizer, mesh, rules = load_actor_model(cfg, actor_devices)
+    total_updates = int(t.total_steps) * updates_per_step(cfg)
+    on_policy = (
+        t.ppo_epochs == 1
+        and t.mini_batch_size == cfg.data.batch_size
+        and not a.rollout_correction.bypass_mode
+    )
+    hp = actor_hparams_from_config(cfg, on_policy=on_policy)
+    actor_opt = make_optimizer(cfg.optimizer, total_updates)
+    graphdef, params = _split_params(model)
+    logprob_kw = dict(
+        graphdef=graphdef,
+        temperature=hp.temperature,
+        top_k=hp.top_k,
+        top_p=hp.top_p,
+        chunk=hp.logprob_chunk,
+    )
+    logprobs = jax.jit(
+        functools.partial(sequence_logprobs, **logprob_kw), static_argnames=("prompt_len",)
+    )
+    actor = Actor(
+        mesh=mesh,
+        graphdef=graphdef,
+        state=_on_mesh(init_state(params, actor_opt), mesh),
+        schedule=make_schedule(cfg.optimizer, total_updates),
+        update=make_actor_update(graphdef=graphdef, hp=hp, optimizer=actor_opt),
+        logprobs=logprobs,
+        logprob_stats=jax.jit(
+            functools.partial(sequence_logprobs, sum_pi_squared=True, **logprob_kw),
+            static_argnames=("prompt_len",),
+        ),
+        on_policy=on_policy,
+        hparams=hp,
+    )
+    reference = None
+    if a.use_kl_loss or a.use_kl_in_reward:
+        reference = Reference(jax.tree.map(jnp.copy, params), logprobs)
+    critic = None
+    if ADVANTAGE_ESTIMATORS.traits(a.adv_estimator).needs_values:
+        critic_def, critic_params = _split_params(ValueModel.from_decoder(model, seed=int(t.seed)))
+        critic_opt = make_optimizer(_with_lr(cfg.optimizer, cfg.critic.lr), total_updates)
+        critic = Critic(
+            graphdef=critic_def,
+            state=_on_mesh(init_state(critic_params, critic_opt), mesh),
+            update=make_critic_update(
+                graphdef=critic_def,
+                clip_range_value=float(cfg.critic.cliprange_value),
+                agg_mode=a.loss_agg_mode,
+                optimizer=critic_opt,
+            ),
+            values=jax.jit(functools.partial(critic_values, graphdef=critic_def)),
+            warmup_steps=int(cfg.critic.warmup_steps),
+        )
+    rollout_mesh = None
+    engine_model = model
+    if rollout_devices is not None:
+        rollout_mesh = sh.make_mesh(cfg.roles.rollout.mesh, rollout_devices)
+        engine_model = _engine_model(model, rollout_mesh, rules)
+    rollout = Rollout(
+        engine=engine_from_config(cfg, engine_model, tokenizer, rollout_mesh),
+        mesh=rollout_mesh or mesh,
+        sampling=sampling_from_config(cfg),
+        greedy=sampling_from_config(cfg, greedy=True),
+        n=int(cfg.rollout.n),
+        prompt_overflow=cfg.rollout.prompt_overflow,
+        colocated=rollout_devices is None,
+    )
+    return Roles(
+        actor=actor,
+        reference=reference,
+        critic=critic,
+        rollout=rollout,
+        reward=RewardPool(int(cfg.reward.num_workers), float(cfg.reward.timeout_s)),
+        tokenizer=tokenizer,
+        fingerprint=model_fingerprint(model.config),
+    )
+
+
+# ---------------------------------------------------------------- the loop's settings
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopSpec:
+    """Everything the trainer's loop reads, as plain values (the loop never sees the config)."""
+
+    total_steps: int
+    batch_size: int  # prompts per step (= GRPO groups)
+    n: int  # samples per prompt
+    max_new_tokens: int
+    ppo_epochs: int
+    mini_batch_size: int  # prompts per optimizer update
+    micro_batch_size: int  # samples per forward/backward pass
+    micro_batch_tokens: int  # > 0: token-budget micro-batches instead of row ones
+    shuffle_mini_batches: bool
+    seed: int
+    advantage: AdvantageSettings
+    kl_ctrl: KLController
+    eval_every: int
+    eval_at_minutes: tuple[float, ...]
+    eval_at_start: bool
+    eval_at_end: bool
+    eval_pass_k: int
+    time_limit_minutes: float
+    checkpoint_every: int
+    logger_kwargs: dict  # MetricsLogger's keyword arguments (jsonl, wandb_*)
+    run_info: dict  # what run_info.json records about the run
+
+
+def advantage_settings(cfg: ConfigDict) -> AdvantageSettings:
+    """The advantage stage's static settings from `algorithm.*`, `reward.overlong_buffer.*`."""
+    a, ob = cfg.algorithm, cfg.reward.overlong_buffer
+    return AdvantageSettings(
+        estimator=a.adv_estimator,
+        gamma=float(a.gamma),
+        lam=float(a.lam),
+        norm_by_std=bool(a.norm_adv_by_std_in_grpo),
+        overlong_enable=bool(ob.enable),
+        overlong_max_response_len=int(cfg.rollout.max_new_tokens),
+        overlong_buffer_len=int(ob.len),
+        overlong_penalty_factor=float(ob.penalty_factor),
+        use_kl_in_reward=bool(a.use_kl_in_reward),
+        kl_type=a.kl_loss_type,
+        filter_groups=bool(a.filter_groups),
+        num_groups=int(cfg.data.batch_size),
+    )
+
+
+def loop_spec(cfg: ConfigDict) -> LoopSpec:
+    """The loop's settings from `trainer.*`, `eval.*`, `checkpoint.*`, `logging.*` ..."""
+    t, a, ev, wb = cfg.trainer, cfg.algorithm, cfg.eval, cfg.logging.wandb
+    kc = a.kl_ctrl
+    return LoopSpec(
+        total_steps=int(t.total_steps),
+        batch_size=int(cfg.data.batch_size),
+        n=int(cfg.rollout.n),
+        max_new_tokens=int(cfg.rollout.max_new_tokens),
+        ppo_epochs=int(t.ppo_epochs),
+        mini_batch_size=int(t.mini_batch_size),
+        micro_batch_size=int(t.micro_batch_size),
+        micro_batch_tokens=int(t.get("micro_batch_tokens", 0)),
+        shuffle_mini_batches=bool(t.shuffle_mini_batches),
+        seed=int(t.seed),
+        advantage=advantage_settings(cfg),
+        kl_ctrl=KLController(float(kc.kl_coef), kc.type, float(kc.target_kl), float(kc.horizon)),
+        eval_every=int(t.eval_every),
+        eval_at_minutes=tuple(float(m) for m in t.eval_at_minutes),
+        eval_at_start=bool(ev.at_start),
+        eval_at_end=bool(ev.at_end),
+        eval_pass_k=int(ev.pass_k),
+        time_limit_minutes=float(t.time_limit_minutes),
+        checkpoint_every=int(cfg.checkpoint.every_steps),
+        logger_kwargs=dict(
+            jsonl=bool(cfg.logging.jsonl),
+            wandb_mode=wb.mode,
+            wandb_project=wb.project,
+            wandb_entity=wb.entity,
+            wandb_name=wb.name,
+            config=cfg.to_dict(),
+        ),
+        run_info={
+            "model": cfg.model.name_or_path,
+            "algorithm": a.adv_estimator,
+            "policy_loss": a.policy_loss,
+            "batch": f"{cfg.data.batch_size} prompts x {cfg.rollout.n} samples",
+            "max_new_tokens": int(cfg.rollout.max_new_tokens),
+            "roles": "colocated" if not tuple(cfg.roles.rollout.devices) else "split",
+        },
+    )
+
+
+# ---------------------------------------------------------------- the whole run
+
+
+@dataclasses.dataclass
+class Run:
+    """What the trainer is handed: roles, loop settings, data, checkpointer, workdir."""
+
+    roles: Roles
+    spec: LoopSpec
+    train_data: PromptDataset
+    eval_examples: list[dict]
+    checkpointer: Checkpointer
+    workdir: str
+
+
+def build_run(cfg: ConfigDict, workdir: str | None = None, devices=None) -> Run:
+    """Validates `cfg` and builds everything a training run needs (fails before compute on a
+    checkpoint of another model)."""
+    cfg = validate(cfg, len(devices) if devices is not None else None)
+    workdir = os.path.abspath(workdir or cfg.trainer.workdir)
+    os.makedirs(workdir, exist_ok=True)
+    checkpointer = Checkpointer(
+        os.path.join(workdir, "checkpoints"),
+        keep=int(cfg.checkpoint.keep),
+        async_save=bool(cfg.checkpoint.async_save),
+    )
+    roles = build_roles(cfg, devices)
+    train_data = prompt_dataset_from_config(cfg, roles.tokenizer, "train")
+    eval_examples: list[dict] = []
+    if cfg.data.eval_files:
+        rows = prompt_dataset_from_config(cfg, roles.tokenizer, "eval").all_rows()
+        eval_examples = rows[: cfg.eval.max_examples or None]
+    return Run(roles, loop_spec(cfg), train_data, eval_examples, checkpointer, workdir)

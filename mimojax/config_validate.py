@@ -60,6 +60,15 @@ def _check_mesh_and_batch(cfg: ConfigDict, num_devices: int, bad) -> None:
             f"= {mini_samples} samples"
         )
 
+    tokens, longest = trainer.micro_batch_tokens, data.max_prompt_length + rollout.max_new_tokens
+    if tokens < 0:
+        bad(f"trainer.micro_batch_tokens: must be >= 0 (0 = row micro-batches), got {tokens}")
+    elif 0 < tokens < longest:
+        bad(
+            f"trainer.micro_batch_tokens: {tokens} tokens cannot hold one full-length row "
+            f"(data.max_prompt_length + rollout.max_new_tokens = {longest})"
+        )
+
     try:
         sizes = resolve_mesh_shape(cfg.mesh, num_devices)
     except ConfigError as e:

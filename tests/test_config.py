@@ -413,3 +413,29 @@ def test_config_and_config_validate_have_no_cycle():
     }
     assert "mimojax.config" not in imported
     assert validate is cv.validate and resolve_mesh_shape is cv.resolve_mesh_shape
+
+
+def test_micro_batch_tokens_must_hold_a_full_row():
+    with pytest.raises(ConfigError, match="trainer.micro_batch_tokens: must be >= 0"):
+        validate(load_config("configs/grpo_tiny.py", ["trainer.micro_batch_tokens=-1"]), 8)
+    with pytest.raises(ConfigError, match="cannot hold one full-length row"):
+        validate(load_config("configs/grpo_tiny.py", ["trainer.micro_batch_tokens=100"]), 8)
+    validate(load_config("configs/grpo_tiny.py", ["trainer.micro_batch_tokens=224"]), 8)
+
+
+def test_split_roles_check_the_actor_mesh_against_its_own_devices():
+    # 4 actor devices: 8 samples split over fsdp=4; mesh.fsdp=8 no longer fits
+    validate(load_config("configs/grpo_tiny.py", ["roles.rollout.devices=(4,5,6,7)"]), 8)
+    with pytest.raises(ConfigError, match="= 8, but there are 4 devices"):
+        validate(
+            load_config("configs/grpo_tiny.py", ["roles.rollout.devices=(4,5,6,7)", "mesh.fsdp=8"]),
+            8,
+        )
+    with pytest.raises(ConfigError, match="roles.rollout.mesh.tensor"):
+        validate(
+            load_config(
+                "configs/grpo_tiny.py",
+                ["roles.rollout.devices=(5,6,7)", "roles.rollout.mesh.tensor=2"],
+            ),
+            8,
+        )

@@ -100,3 +100,18 @@ def test_remat_policies_give_the_same_gradients():
             np.testing.assert_allclose(
                 np.asarray(a[...]), np.asarray(b[...]), atol=1e-6, err_msg=f"{policy} {p}"
             )
+
+
+def test_sum_pi_squared_matches_float64_numpy():
+    """The optimal-token-baseline statistic sum_v p(v)^2, against a float64 NumPy softmax."""
+    model = Decoder(TINY_CONFIGS["qwen3"], rngs=nnx.Rngs(0))
+    ids, mask = _inputs(model.config.vocab_size)
+    logp, _, sps = token_logprobs(model, ids, mask, temperature=0.7, chunk=4, sum_pi_squared=True)
+    logits = np.asarray(model(ids, attention_mask=mask), np.float64)[:, :-1] / 0.7
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    want = np.concatenate([np.zeros((B, 1)), (p**2).sum(-1)], 1)
+    np.testing.assert_allclose(np.asarray(sps), want, atol=1e-6)
+    assert np.all((want[:, 1:] > 0) & (want[:, 1:] <= 1))
+    logp_only, _ = token_logprobs(model, ids, mask, temperature=0.7, chunk=4)
+    np.testing.assert_array_equal(np.asarray(logp), np.asarray(logp_only))

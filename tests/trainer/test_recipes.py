@@ -59,6 +59,7 @@ def test_dapo_recipe_clips_higher_on_groups_that_survive_the_filter(tmp_path, mo
         "trainer.ppo_epochs=2",
         "trainer.mini_batch_size=1",
         "trainer.micro_batch_size=4",
+        "roles.actor.devices=(0,1,2,3)",  # 4 samples per mini-batch: 4 data-parallel devices
         "optimizer.lr=3e-3",
     ]
     trainer = Trainer(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -31,8 +32,8 @@ from ml_collections import ConfigDict
 from mimojax import sharding as sh
 from mimojax.algos import KLController
 from mimojax.algos.advantage_stage import AdvantageSettings
-from mimojax.algos.registry import ADVANTAGE_ESTIMATORS
-from mimojax.checkpoint import Checkpointer, model_fingerprint
+from mimojax.algos.registry import ADVANTAGE_ESTIMATORS, POLICY_LOSSES
+from mimojax.checkpoint import Checkpointer, check_fingerprint, model_fingerprint
 from mimojax.config import ConfigError, sharding_overrides, validate
 from mimojax.data import PromptDataset, prompt_dataset_from_config
 from mimojax.engine.engine import EngineError, JaxEngine
@@ -44,7 +45,6 @@ from mimojax.train_step import (
     ActorHParams,
     MiniBatchUpdate,
     TrainState,
-    actor_hparams_from_config,
     critic_values,
     init_state,
     make_actor_update,
@@ -126,6 +126,45 @@ def engine_from_config(cfg: ConfigDict, model, tokenizer, mesh: Mesh | None = No
 
 
 # ---------------------------------------------------------------- the roles
+
+
+def policy_loss_options(loss_name: str, algo_cfg) -> tuple:
+    """The config's clip settings that this policy loss accepts, as hashable pairs."""
+    core = POLICY_LOSSES[loss_name].core
+    accepted = {
+        p.name for p in inspect.signature(core).parameters.values() if p.kind == p.KEYWORD_ONLY
+    }
+    given = {
+        "clip_low": float(algo_cfg.clip_ratio_low),
+        "clip_high": float(algo_cfg.clip_ratio_high),
+        "clip_c": float(algo_cfg.clip_ratio_c),
+    }
+    return tuple(sorted((k, v) for k, v in given.items() if k in accepted))
+
+
+def actor_hparams_from_config(cfg, *, on_policy: bool) -> ActorHParams:
+    """The actor loss's static settings from a run config (`algorithm.*`, `rollout.*`)."""
+    a, r, rc = cfg.algorithm, cfg.rollout, cfg.algorithm.rollout_correction
+    return ActorHParams(
+        policy_loss=a.policy_loss,
+        loss_options=policy_loss_options(a.policy_loss, a),
+        agg_mode=a.loss_agg_mode,
+        temperature=float(r.temperature) or 1.0,
+        top_k=max(int(r.top_k), 0),
+        top_p=float(r.top_p),
+        logprob_chunk=int(cfg.model.logprob_chunk_size) or 1 << 30,
+        entropy_coeff=float(a.entropy_coeff),
+        use_kl_loss=bool(a.use_kl_loss),
+        kl_coef=float(a.kl_loss_coef),
+        kl_type=a.kl_loss_type,
+        on_policy=on_policy,
+        rollout_is=rc.rollout_is,
+        rollout_is_threshold=float(rc.rollout_is_threshold),
+        rollout_is_batch_normalize=bool(rc.rollout_is_batch_normalize),
+        rollout_rs=rc.rollout_rs,
+        rollout_rs_threshold=rc.rollout_rs_threshold,
+        bypass_mode=bool(rc.bypass_mode),
+    )
 
 
 @dataclasses.dataclass
@@ -219,6 +258,11 @@ def _on_mesh(state, mesh: Mesh):
     return jax.tree.map(place, state)
 
 
+def _shardings(state):
+    """The sharding of every leaf of a placed state (pinned as the jitted update's outputs)."""
+    return jax.tree.map(lambda x: x.sharding, state)
+
+
 def _split_params(module):
     """(graphdef, pure-dict params); the decoder family holds nothing but nnx.Param state."""
     graphdef, state = nnx.split(module)
@@ -238,11 +282,19 @@ def updates_per_step(cfg: ConfigDict) -> int:
     )
 
 
-def build_roles(cfg: ConfigDict, devices: Sequence | None = None) -> Roles:
-    """Every role of the run described by `cfg` (validated), each on its mesh."""
+def build_roles(
+    cfg: ConfigDict, devices: Sequence | None = None, on_loaded: Callable | None = None
+) -> Roles:
+    """Every role of the run described by `cfg` (validated), each on its mesh.
+
+    `on_loaded(fingerprint)` runs right after the model loads, before any compile (the run
+    uses it to refuse a checkpoint of another model)."""
     a, t = cfg.algorithm, cfg.trainer
     actor_devices, rollout_devices = role_devices(cfg, devices)
     model, tokenizer, mesh, rules = load_actor_model(cfg, actor_devices)
+    fingerprint = model_fingerprint(model.config)
+    if on_loaded is not None:
+        on_loaded(fingerprint)
     total_updates = int(t.total_steps) * updates_per_step(cfg)
     on_policy = (
         t.ppo_epochs == 1
@@ -252,6 +304,7 @@ def build_roles(cfg: ConfigDict, devices: Sequence | None = None) -> Roles:
     hp = actor_hparams_from_config(cfg, on_policy=on_policy)
     actor_opt = make_optimizer(cfg.optimizer, total_updates)
     graphdef, params = _split_params(model)
+    actor_state = _on_mesh(init_state(params, actor_opt), mesh)
     logprob_kw = dict(
         graphdef=graphdef,
         temperature=hp.temperature,
@@ -265,9 +318,11 @@ def build_roles(cfg: ConfigDict, devices: Sequence | None = None) -> Roles:
     actor = Actor(
         mesh=mesh,
         graphdef=graphdef,
-        state=_on_mesh(init_state(params, actor_opt), mesh),
+        state=actor_state,
         schedule=make_schedule(cfg.optimizer, total_updates),
-        update=make_actor_update(graphdef=graphdef, hp=hp, optimizer=actor_opt),
+        update=make_actor_update(
+            graphdef=graphdef, hp=hp, optimizer=actor_opt, state_shardings=_shardings(actor_state)
+        ),
         logprobs=logprobs,
         logprob_stats=jax.jit(
             functools.partial(sequence_logprobs, sum_pi_squared=True, **logprob_kw),
@@ -283,14 +338,16 @@ def build_roles(cfg: ConfigDict, devices: Sequence | None = None) -> Roles:
     if ADVANTAGE_ESTIMATORS.traits(a.adv_estimator).needs_values:
         critic_def, critic_params = _split_params(ValueModel.from_decoder(model, seed=int(t.seed)))
         critic_opt = make_optimizer(_with_lr(cfg.optimizer, cfg.critic.lr), total_updates)
+        critic_state = _on_mesh(init_state(critic_params, critic_opt), mesh)
         critic = Critic(
             graphdef=critic_def,
-            state=_on_mesh(init_state(critic_params, critic_opt), mesh),
+            state=critic_state,
             update=make_critic_update(
                 graphdef=critic_def,
                 clip_range_value=float(cfg.critic.cliprange_value),
                 agg_mode=a.loss_agg_mode,
                 optimizer=critic_opt,
+                state_shardings=_shardings(critic_state),
             ),
             values=jax.jit(functools.partial(critic_values, graphdef=critic_def)),
             warmup_steps=int(cfg.critic.warmup_steps),
@@ -316,7 +373,7 @@ def build_roles(cfg: ConfigDict, devices: Sequence | None = None) -> Roles:
         rollout=rollout,
         reward=RewardPool(int(cfg.reward.num_workers), float(cfg.reward.timeout_s)),
         tokenizer=tokenizer,
-        fingerprint=model_fingerprint(model.config),
+        fingerprint=fingerprint,
     )
 
 
@@ -438,7 +495,14 @@ def build_run(cfg: ConfigDict, workdir: str | None = None, devices=None) -> Run:
         keep=int(cfg.checkpoint.keep),
         async_save=bool(cfg.checkpoint.async_save),
     )
-    roles = build_roles(cfg, devices)
+
+    def refuse_other_model(fingerprint: dict) -> None:
+        latest = checkpointer.latest_step()
+        if latest is not None:
+            saved = checkpointer.read_meta(latest).get("model", {})
+            check_fingerprint(saved, fingerprint, workdir)
+
+    roles = build_roles(cfg, devices, on_loaded=refuse_other_model)
     train_data = prompt_dataset_from_config(cfg, roles.tokenizer, "train")
     eval_examples: list[dict] = []
     if cfg.data.eval_files:

@@ -22,9 +22,9 @@ from flax import nnx
 from mimojax.data import DataError
 from mimojax.metrics import MetricsLogger
 from mimojax.models.loader import save_hf
-from mimojax.roles import load_actor_model
 from mimojax.models.logprobs import token_logprobs
 from mimojax.models.tokenizer import encode_chat
+from mimojax.roles import load_actor_model
 from mimojax.rollout.batch import bucket
 from mimojax.train_step import init_state, make_optimizer
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 from typing import Any, NamedTuple
 
 import jax
@@ -100,45 +99,6 @@ class ActorHParams:
     rollout_rs: str | None = None
     rollout_rs_threshold: float | None = None
     bypass_mode: bool = False
-
-
-def policy_loss_options(loss_name: str, algo_cfg) -> tuple:
-    """The config's clip settings that this policy loss accepts, as hashable pairs."""
-    core = POLICY_LOSSES[loss_name].core
-    accepted = {
-        p.name for p in inspect.signature(core).parameters.values() if p.kind == p.KEYWORD_ONLY
-    }
-    given = {
-        "clip_low": float(algo_cfg.clip_ratio_low),
-        "clip_high": float(algo_cfg.clip_ratio_high),
-        "clip_c": float(algo_cfg.clip_ratio_c),
-    }
-    return tuple(sorted((k, v) for k, v in given.items() if k in accepted))
-
-
-def actor_hparams_from_config(cfg, *, on_policy: bool) -> ActorHParams:
-    """The actor loss's static settings from a run config (`algorithm.*`, `rollout.*`)."""
-    a, r, rc = cfg.algorithm, cfg.rollout, cfg.algorithm.rollout_correction
-    return ActorHParams(
-        policy_loss=a.policy_loss,
-        loss_options=policy_loss_options(a.policy_loss, a),
-        agg_mode=a.loss_agg_mode,
-        temperature=float(r.temperature) or 1.0,
-        top_k=max(int(r.top_k), 0),
-        top_p=float(r.top_p),
-        logprob_chunk=int(cfg.model.logprob_chunk_size) or 1 << 30,
-        entropy_coeff=float(a.entropy_coeff),
-        use_kl_loss=bool(a.use_kl_loss),
-        kl_coef=float(a.kl_loss_coef),
-        kl_type=a.kl_loss_type,
-        on_policy=on_policy,
-        rollout_is=rc.rollout_is,
-        rollout_is_threshold=float(rc.rollout_is_threshold),
-        rollout_is_batch_normalize=bool(rc.rollout_is_batch_normalize),
-        rollout_rs=rc.rollout_rs,
-        rollout_rs_threshold=rc.rollout_rs_threshold,
-        bypass_mode=bool(rc.bypass_mode),
-    )
 
 
 class Counts(NamedTuple):
@@ -343,18 +303,26 @@ class MiniBatchUpdate:
     per shape), sum the gradients, then apply once. Same numbers either way, up to summation order.
     """
 
-    def __init__(self, grads_fn, optimizer, role: str):
+    def __init__(self, grads_fn, optimizer, role: str, state_shardings=None):
         self.role = role
         apply = functools.partial(apply_gradients, optimizer=optimizer, role=role)
+        # With the state's shardings (a TrainState of Shardings), outputs are pinned to them and
+        # metrics replicated: the state's layout never drifts between updates or after a restore.
+        out = grads_out = {}
+        if state_shardings is not None:
+            mesh = jax.tree.leaves(state_shardings)[0].mesh
+            rep = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+            out = {"out_shardings": (state_shardings, rep)}
+            grads_out = {"out_shardings": (rep, state_shardings.params, rep)}
 
         def fused(state, micro_TB, counts):
             loss, grads, metrics = grads_fn(state.params, micro_TB, counts)
             new_state, m = apply(state, loss, grads)
             return new_state, {**metrics, **m}
 
-        self.fused = jax.jit(fused, donate_argnums=(0,))
-        self.grads = jax.jit(grads_fn)
-        self.apply = jax.jit(apply, donate_argnums=(0,))
+        self.fused = jax.jit(fused, donate_argnums=(0,), **out)
+        self.grads = jax.jit(grads_fn, **grads_out)
+        self.apply = jax.jit(apply, donate_argnums=(0,), **out)
         self._add = jax.jit(lambda a, b: jax.tree.map(jnp.add, a, b), donate_argnums=(0,))
 
     def __call__(self, state: TrainState, stacks, counts: Counts):
@@ -373,18 +341,22 @@ class MiniBatchUpdate:
         return new_state, {**_combine_metrics(per_stack), **m}
 
 
-def make_actor_update(*, graphdef, hp: ActorHParams, optimizer) -> MiniBatchUpdate:
-    """The policy's jitted mini-batch update."""
+def make_actor_update(
+    *, graphdef, hp: ActorHParams, optimizer, state_shardings=None
+) -> MiniBatchUpdate:
+    """The policy's jitted mini-batch update (outputs pinned to `state_shardings` if given)."""
     grads_fn = functools.partial(actor_grads, graphdef=graphdef, hp=hp)
-    return MiniBatchUpdate(grads_fn, optimizer, "actor")
+    return MiniBatchUpdate(grads_fn, optimizer, "actor", state_shardings)
 
 
-def make_critic_update(*, graphdef, clip_range_value, agg_mode, optimizer) -> MiniBatchUpdate:
-    """The value model's jitted mini-batch update."""
+def make_critic_update(
+    *, graphdef, clip_range_value, agg_mode, optimizer, state_shardings=None
+) -> MiniBatchUpdate:
+    """The value model's jitted mini-batch update (outputs pinned to `state_shardings`)."""
     grads_fn = functools.partial(
         critic_grads, graphdef=graphdef, clip_range_value=clip_range_value, agg_mode=agg_mode
     )
-    return MiniBatchUpdate(grads_fn, optimizer, "critic")
+    return MiniBatchUpdate(grads_fn, optimizer, "critic", state_shardings)
 
 
 def shifted_values(critic, input_ids_BxT, attention_mask_BxT):

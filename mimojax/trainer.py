@@ -22,7 +22,6 @@ import numpy as np
 
 from mimojax.algos import AdvantageInputs, advantage_stage
 from mimojax.algos.registry import ADVANTAGE_ESTIMATORS
-from mimojax.checkpoint import check_fingerprint
 from mimojax.evaluation import evaluate
 from mimojax.metrics import MetricsLogger, Timer, rollout_batch_metrics
 from mimojax.rewards import summarize
@@ -52,10 +51,8 @@ class Trainer:
         self.step, self.wall_s, self.total_tokens = 0, 0.0, 0
         self._evals_done_at_minutes: set[float] = set()
         self._save_s = None
-        latest = self.checkpointer.latest_step()
+        latest = self.checkpointer.latest_step()  # build_run refused another model's checkpoint
         if latest is not None:
-            meta = self.checkpointer.read_meta(latest)
-            check_fingerprint(meta.get("model", {}), self.roles.fingerprint, self.workdir)
             self._restore(latest)
         self.logger = MetricsLogger(
             self.workdir,
@@ -230,11 +227,11 @@ class Trainer:
                     with timer("update_actor"):
                         self.actor.state, m = self.actor.update(self.actor.state, stacks, counts)
                         per_update.append(jax.block_until_ready(m))
-        out = {}
-        for k, vals in _stack(jax.device_get(per_update)).items():
+        out, got = {"train/skipped_updates": 0.0}, jax.device_get(per_update)
+        for k in {k for m in got for k in m}:
+            vals = [float(m[k]) for m in got if k in m]
             # skipped updates are counted, everything else is averaged over updates
             out[k] = float(np.sum(vals) if "skipped" in k else np.mean(vals))
-        out.setdefault("train/skipped_updates", 0.0)
         return out
 
     # ------------------------------------------------------------------ loop
@@ -298,12 +295,3 @@ class Trainer:
         self.checkpointer.close()
         self.pool.close()
         self.logger.close()
-
-
-def _stack(metric_dicts: list[dict]) -> dict[str, list[float]]:
-    """[{name: value}] per update -> {name: [values]}."""
-    out: dict[str, list[float]] = {}
-    for m in metric_dicts:
-        for k, v in m.items():
-            out.setdefault(k, []).append(float(v))
-    return out

@@ -1,4 +1,4 @@
-"""The roles built from a real config (configs/grpo_tiny.py): engine, sampling, placement, errors."""
+"""The roles built from a real config (configs/grpo_tiny.py): engine, sampling, errors."""
 
 import pytest
 

@@ -90,8 +90,8 @@ def test_kill9_resume_matches_uninterrupted_run_bitwise(tmp_path):
     for a, b in zip(_params(full), _params(resumed), strict=True):
         np.testing.assert_array_equal(a, b)
     for a, b in zip(
-        jax.tree.leaves(jax.device_get(full.actor.opt_state)),
-        jax.tree.leaves(jax.device_get(resumed.actor.opt_state)),
+        jax.tree.leaves(jax.device_get(full.actor.state.opt_state)),
+        jax.tree.leaves(jax.device_get(resumed.actor.state.opt_state)),
         strict=True,
     ):
         np.testing.assert_array_equal(a, b)

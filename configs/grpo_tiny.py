@@ -52,6 +52,6 @@ def get_config(arg=None):
 
     cfg.logging.wandb.mode = "disabled"
     cfg.checkpoint.every_steps = 2
-    cfg.checkpoint.keep = 1
+    cfg.checkpoint.keep = 2  # one older step to fall back to when the newest is damaged
     cfg.checkpoint.async_save = False
     return cfg

@@ -5,18 +5,30 @@ One orbax step holds two items: `state` (a pytree of arrays, saved with Standard
 a step into `<step>.orbax-checkpoint-tmp*` and renames it at commit, so a process killed mid-save
 leaves only a tmp directory: `latest_step` lists committed steps only, and the manager deletes
 leftover tmp directories when it opens the directory again.
+
+Files that rot after the commit (a truncated or deleted array file, garbled metadata, a lost
+commit marker) do not change what orbax lists, so `restore_latest` / `latest_meta` verify a step by
+reading it and fall back to the newest step that reads, warning about each one skipped. A save that
+fails (disk full, directory gone) raises one CheckpointSaveError, from `save` itself or, for an
+async save, from the next `wait` / `save` / `close`; the earlier checkpoints stay untouched.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
+import re
+import sys
 from typing import Any
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
+
+log = logging.getLogger(__name__)
 
 FINGERPRINT_FIELDS = (
     "model_type",
@@ -30,10 +42,33 @@ FINGERPRINT_FIELDS = (
     "tie_word_embeddings",
 )
 _MAX_LISTED = 8  # leaf differences named in one error; the rest are counted
+_COMMIT_MARKER = "commit_success.txt"  # orbax writes it into the tmp dir just before the rename
+_STEP_METADATA = "_CHECKPOINT_METADATA"
+_MAX_REASON = 400  # characters of an exception message kept in a one-line reason
 
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be saved or restored as asked (names the dir, step and field)."""
+
+
+class CheckpointSaveError(CheckpointError):
+    """A save that failed (disk full, directory gone or not a directory); earlier steps intact."""
+
+
+class CheckpointMismatchError(CheckpointError):
+    """The saved array tree differs from the restore target (another model or optimizer)."""
+
+
+class CheckpointUnreadableError(CheckpointError):
+    """A checkpoint (or every checkpoint) whose files cannot be read back."""
+
+
+class _Unreadable(Exception):
+    """One step failed verification; the message is the one-line reason."""
+
+
+class _OpenFailed(Exception):
+    """The checkpoint directory cannot be opened; the message is the one-line reason."""
 
 
 def to_pure(tree: Any) -> Any:
@@ -96,6 +131,50 @@ def _with_default_sharding(abstract: Any) -> Any:
     return jax.tree.map(leaf, abstract)
 
 
+def _one_line(e: BaseException) -> str:
+    """The useful line of an orbax/tensorstore/OS exception: an OSError in its chain wins."""
+    chain, seen = [], set()
+    c: BaseException | None = e
+    while c is not None and id(c) not in seen:
+        seen.add(id(c))
+        chain.append(c)
+        c = c.__cause__ or c.__context__
+    picked = next((c for c in chain if isinstance(c, OSError) and c.errno), None)
+    if picked is None:
+        # orbax wraps tensorstore's error in "Encountered error while reading array index ...
+        # See full TensorStore details: <the whole spec>"; the cause says what went wrong.
+        useful = [c for c in chain if str(c) and "See full TensorStore details" not in str(c)]
+        picked = useful[0] if useful else e
+    text = str(picked) or type(picked).__name__
+    text = re.split(r" \[tensorstore_spec=|See full TensorStore details", text)[0]
+    text = " ".join(text.split())
+    if isinstance(picked, json.JSONDecodeError):
+        text = f"not valid JSON ({text})"
+    elif not isinstance(picked, (OSError, ValueError)) and type(picked) is not Exception:
+        text = f"{type(picked).__name__}: {text}"
+    if len(text) <= _MAX_REASON:
+        return text
+    # tensorstore puts the OS error last, after the paths: keep both ends
+    head = _MAX_REASON // 2
+    return text[:head] + " ... " + text[-(_MAX_REASON - head - 5) :]
+
+
+def _warn(msg: str) -> None:
+    """A warning in the log, and on stderr when the log does not already go there."""
+    log.warning(msg)
+    logger: logging.Logger | None = log
+    handlers = []
+    while logger is not None:
+        handlers += logger.handlers
+        logger = logger.parent if logger.propagate else None
+    to_stderr = not handlers or any(
+        isinstance(h, logging.StreamHandler) and getattr(h, "stream", None) is sys.stderr
+        for h in handlers
+    )
+    if not to_stderr or not log.isEnabledFor(logging.WARNING):
+        print(f"WARNING: {msg}", file=sys.stderr)
+
+
 class Checkpointer:
     """An orbax CheckpointManager over WORKDIR/checkpoints keeping the last `keep` steps."""
 
@@ -103,13 +182,35 @@ class Checkpointer:
         if keep < 1:
             raise CheckpointError(f"checkpoint keep must be >= 1, got {keep}")
         self.directory = os.path.abspath(directory)
+        self._keep = keep
+        self._async = async_save
+        self._pending: int | None = None  # the async save not yet seen to commit
+        self._mgr: ocp.CheckpointManager | None = None
+        try:
+            self._manager()
+        except _OpenFailed as e:
+            raise CheckpointError(f"cannot open checkpoint directory {self.directory}: {e}") from e
+
+    def _manager(self) -> ocp.CheckpointManager:
+        """The orbax manager, opened again after a failed save (which drops the broken one)."""
+        if self._mgr is not None:
+            return self._mgr
+        if os.path.exists(self.directory) and not os.path.isdir(self.directory):
+            # orbax would open it, log an error, and fail each save in its own way
+            raise _OpenFailed(
+                NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), self.directory)
+            )
         options = ocp.CheckpointManagerOptions(
-            max_to_keep=keep,
-            enable_async_checkpointing=async_save,
+            max_to_keep=self._keep,
+            enable_async_checkpointing=self._async,
             create=True,
-            # A kill mid-save leaves `<step>.orbax-checkpoint-tmp*`; saving that step again
-            # after the resume would trip over it.
+            # A kill mid-save, or a failed save, leaves `<step>.orbax-checkpoint-tmp*`; saving
+            # that step again would trip over it. Opening the manager deletes them.
             cleanup_tmp_directories=True,
+            # The step directory is made on the calling thread: made in the background, a failed
+            # mkdir leaves orbax's writer threads waiting 20 minutes for it (and the process
+            # waiting for them at exit).
+            async_options=ocp.AsyncOptions(create_directories_asynchronously=False),
         )
         # Registering the handlers up front lets a fresh manager read item metadata and meta
         # before it has saved or restored anything.
@@ -119,12 +220,22 @@ class Checkpointer:
         registry.add("state", ocp.args.StandardRestore, state_handler)
         registry.add("meta", ocp.args.JsonSave, meta_handler)
         registry.add("meta", ocp.args.JsonRestore, meta_handler)
-        self._mgr = ocp.CheckpointManager(
-            self.directory, options=options, handler_registry=registry
-        )
+        try:
+            self._mgr = ocp.CheckpointManager(
+                self.directory, options=options, handler_registry=registry
+            )
+        except Exception as e:  # no permission, disk full, ...
+            raise _OpenFailed(_one_line(e)) from e
+        return self._mgr
+
+    # ---- saving ----
 
     def save(self, step: int, state: Any, meta: dict) -> None:
-        """Saves `state` (pytree of arrays) and JSON `meta` as checkpoint `step` (async if set)."""
+        """Saves `state` (pytree of arrays) and JSON `meta` as checkpoint `step` (async if set).
+
+        Raises CheckpointSaveError when this save fails, or when the previous async save did
+        (that step is named; this one was then not started).
+        """
         meta = {**meta, "step": int(step)}
         try:
             json.dumps(meta, allow_nan=False)
@@ -132,20 +243,88 @@ class Checkpointer:
             raise CheckpointError(
                 f"{self.directory} step {step}: meta is not JSON-serializable ({e})"
             ) from None
-        if step in self._mgr.all_steps():
+        self.wait()  # a failed earlier async save surfaces here, naming its own step
+        try:
+            mgr = self._manager()
+        except _OpenFailed as e:
+            raise self._save_error(step, e) from e
+        if step in mgr.all_steps():
             raise CheckpointError(f"{self.directory} already holds a checkpoint at step {step}")
         args = ocp.args.Composite(
             state=ocp.args.StandardSave(to_pure(state)), meta=ocp.args.JsonSave(meta)
         )
-        if not self._mgr.save(int(step), args=args):
+        try:
+            saved = mgr.save(int(step), args=args)
+        except Exception as e:
+            self._drop_manager()
+            raise self._save_error(step, e) from e
+        if not saved:
             raise CheckpointError(f"{self.directory}: orbax declined to save step {step}")
+        if self._async:
+            self._pending = int(step)
+
+    def _drop_manager(self) -> None:
+        """Closes a manager that failed a save, swallowing the errors its threads still hold."""
+        mgr, self._mgr, self._pending = self._mgr, None, None
+        for _ in range(3):  # each background thread of the failed save raises once
+            try:
+                if mgr is not None:
+                    mgr.close()
+                break
+            except Exception:
+                continue
+
+    def _save_error(self, step: int | None, e: BaseException) -> CheckpointSaveError:
+        reason = str(e) if isinstance(e, _OpenFailed) else _one_line(e)
+        what = f"checkpoint step {step}" if step is not None else "a checkpoint"
+        try:
+            steps = self.all_steps()
+        except Exception:
+            steps = []
+        kept = f"step {steps[-1]} is the newest checkpoint" if steps else "no earlier checkpoint"
+        return CheckpointSaveError(f"could not save {what} to {self.directory}: {reason} ({kept})")
+
+    def wait(self) -> None:
+        """Blocks until every async save has committed; raises CheckpointSaveError if one failed."""
+        if self._mgr is None:
+            return
+        try:
+            self._mgr.wait_until_finished()
+            self._mgr.check_for_errors()
+        except Exception as e:
+            step = self._pending
+            self._drop_manager()
+            raise self._save_error(step, e) from e
+        self._pending = None
+
+    def close(self) -> None:
+        """Waits for pending saves and releases the manager (CheckpointSaveError if one failed)."""
+        if self._mgr is None:
+            return
+        self.wait()  # on a failure the manager is already dropped
+        mgr, self._mgr = self._mgr, None
+        if mgr is not None:
+            try:
+                mgr.close()
+            except Exception as e:
+                raise self._save_error(None, e) from e
+
+    def __enter__(self) -> Checkpointer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- listing ----
 
     def all_steps(self) -> list[int]:
         """The committed steps on disk, ascending (in-flight async saves are not listed)."""
+        if not os.path.isdir(self.directory):
+            return []
         return sorted(ocp.step.checkpoint_steps(self.directory))
 
     def latest_step(self) -> int | None:
-        """The newest committed step on disk, or None when there is none."""
+        """The newest committed step on disk, or None when there is none (it may not read)."""
         steps = self.all_steps()
         return steps[-1] if steps else None
 
@@ -162,9 +341,55 @@ class Checkpointer:
             )
         return int(step)
 
+    # ---- verified reads (raise _Unreadable with a one-line reason) ----
+
+    def _check_files(self, step: int) -> None:
+        """The commit marker and orbax's step record, which a committed step always has.
+
+        Orbax itself lists a step without them and restores it; their absence or garbling means
+        files of the step were lost after the commit, so the step is not trusted.
+        """
+        root = os.path.join(self.directory, str(step))
+        if not os.path.isfile(os.path.join(root, _COMMIT_MARKER)):
+            raise _Unreadable(f"{_COMMIT_MARKER} (the commit marker) is missing")
+        try:
+            with open(os.path.join(root, _STEP_METADATA), "rb") as f:
+                record = json.loads(f.read())
+        except Exception as e:
+            raise _Unreadable(f"{_STEP_METADATA}: {_one_line(e)}") from e
+        if not isinstance(record, dict):
+            raise _Unreadable(f"{_STEP_METADATA}: not a JSON object")
+
+    def _check_meta(self, step: int, meta: Any) -> dict:
+        if not isinstance(meta, dict):
+            raise _Unreadable(f"meta/metadata: a {type(meta).__name__}, not a JSON object")
+        if meta.get("step", step) != step:
+            raise _Unreadable(f"meta/metadata: says step {meta.get('step')}")
+        return meta
+
+    def _read_meta_checked(self, step: int) -> dict:
+        self._check_files(step)
+        try:
+            out = self._manager().restore(
+                step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())
+            )
+        except CheckpointError:
+            raise
+        except Exception as e:
+            raise _Unreadable(f"meta/metadata: {_one_line(e)}") from e
+        return self._check_meta(step, out["meta"])
+
     def _check_tree(self, step: int, abstract: Any) -> None:
         """Compares the requested tree with the saved one, naming every differing leaf."""
-        saved = _shapes(self._mgr.item_metadata(step)["state"].tree)
+        try:
+            saved_meta = self._manager().item_metadata(step)["state"]
+            saved = _shapes(saved_meta.tree) if saved_meta is not None else None
+        except CheckpointError:
+            raise
+        except Exception as e:
+            raise _Unreadable(f"state/_METADATA: {_one_line(e)}") from e
+        if not saved:
+            raise _Unreadable("state/_METADATA: missing or empty")
         wanted = _shapes(abstract)
         problems = []
         for path in sorted(saved.keys() | wanted.keys()):
@@ -179,45 +404,96 @@ class Checkpointer:
         if problems:
             more = len(problems) - _MAX_LISTED
             listed = "; ".join(problems[:_MAX_LISTED]) + (f"; ... {more} more" if more > 0 else "")
-            raise CheckpointError(
+            raise CheckpointMismatchError(
                 f"{self.directory} step {step}: checkpoint state does not match the model/"
                 f"optimizer being restored: {listed}"
             )
 
+    def _restore_checked(self, step: int, abstract: Any) -> tuple[Any, dict]:
+        meta = self._read_meta_checked(step)  # checks the step's files too
+        self._check_tree(step, abstract)
+        args = ocp.args.Composite(state=ocp.args.StandardRestore(abstract))
+        try:
+            out = self._manager().restore(step, args=args)
+        except CheckpointError:
+            raise
+        except Exception as e:
+            raise _Unreadable(f"state arrays: {_one_line(e)}") from e
+        return out["state"], meta
+
+    def _unreadable(self, tried: list[tuple[int, str]]) -> CheckpointUnreadableError:
+        steps = ", ".join(str(s) for s, _ in tried)
+        reasons = "; ".join(f"step {s}: {r}" for s, r in tried)
+        return CheckpointUnreadableError(
+            f"no readable checkpoint in {self.directory} (tried steps {steps}: {reasons}); "
+            f"start over with `--no-resume --workdir NEW_DIR`, or delete {self.directory} "
+            "to restart this workdir from step 0"
+        )
+
+    def _newest_readable(self, read) -> tuple[int, Any] | None:
+        steps = self.all_steps()
+        tried: list[tuple[int, str]] = []
+        for step in reversed(steps):
+            try:
+                return step, read(step)
+            except _Unreadable as e:
+                tried.append((step, str(e)))
+                older = [s for s in steps if s < step]
+                then = f"trying step {older[-1]}" if older else "no older checkpoint"
+                _warn(f"checkpoint step {step} in {self.directory} is unreadable, {then}: {e}")
+        if tried:
+            raise self._unreadable(tried)
+        return None
+
+    # ---- reading ----
+
+    def restore_latest(self, abstract_state: Any) -> tuple[int, Any, dict] | None:
+        """(step, state, meta) of the newest committed step that reads back whole, or None.
+
+        A step whose files are truncated, missing or garbled is skipped with a warning naming it
+        and the reason. Raises CheckpointUnreadableError when steps exist but none reads, and
+        CheckpointMismatchError (without trying older steps) when the saved tree differs from
+        `abstract_state`: the caller checks the model fingerprint first, so what differs is the
+        optimizer or role layout, a config change that older steps of the same run share.
+        """
+        abstract = _with_default_sharding(abstract_like(abstract_state))
+        found = self._newest_readable(lambda step: self._restore_checked(step, abstract))
+        if found is None:
+            return None
+        step, (state, meta) = found
+        return step, state, meta
+
+    def latest_meta(self) -> tuple[int, dict] | None:
+        """(step, meta) of the newest committed step whose meta reads, or None; no arrays read.
+
+        Skips and raises like `restore_latest`; a step found here may still fail there when
+        only its arrays are damaged.
+        """
+        return self._newest_readable(self._read_meta_checked)
+
     def restore(self, step: int | None, abstract_state: Any) -> tuple[Any, dict]:
-        """(state, meta) of `step` (None: latest), placed on `abstract_state`'s shardings/dtypes."""
+        """(state, meta) of `step` (None: latest), placed on `abstract_state`'s shardings/dtypes.
+
+        No fallback: an unreadable step raises CheckpointUnreadableError naming the reason.
+        """
         step = self._resolve(step)
         abstract = _with_default_sharding(abstract_like(abstract_state))
-        self._check_tree(step, abstract)
-        args = ocp.args.Composite(
-            state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()
-        )
         try:
-            out = self._mgr.restore(step, args=args)
-        except (ValueError, TypeError, KeyError, FileNotFoundError) as e:
-            raise CheckpointError(f"{self.directory} step {step}: restore failed: {e}") from e
-        return out["state"], out["meta"]
+            return self._restore_checked(step, abstract)
+        except _Unreadable as e:
+            raise CheckpointUnreadableError(
+                f"{self.directory} step {step}: checkpoint is unreadable: {e}"
+            ) from e
 
     def read_meta(self, step: int | None = None) -> dict:
-        """The JSON meta of `step` (None: latest) without reading any arrays."""
+        """The JSON meta of `step` (None: latest) without reading any arrays (no fallback)."""
         step = self._resolve(step)
-        out = self._mgr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
-        return out["meta"]
-
-    def wait(self) -> None:
-        """Blocks until every async save has committed."""
-        self._mgr.wait_until_finished()
-
-    def close(self) -> None:
-        """Waits for pending saves and releases the manager."""
-        self._mgr.wait_until_finished()
-        self._mgr.close()
-
-    def __enter__(self) -> Checkpointer:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+        try:
+            return self._read_meta_checked(step)
+        except _Unreadable as e:
+            raise CheckpointUnreadableError(
+                f"{self.directory} step {step}: checkpoint is unreadable: {e}"
+            ) from e
 
 
 def model_fingerprint(model_config) -> dict:

@@ -50,7 +50,7 @@ def test_three_steps_log_verl_metrics_and_checkpoint(tmp_path):
     # eval before step 1 and after the last step
     assert "val-core/math/acc/greedy" in rows[0] and rows[0]["step"] == 0
     assert "val-core/math/pass@2" in train_rows[-1]
-    assert trainer.checkpointer.all_steps() == [3]  # keep=1, every 2 steps + final
+    assert trainer.checkpointer.all_steps() == [2, 3]  # keep=2, every 2 steps + final
     assert trainer.engine.policy_version == 3
     # the update changed the weights and the engine holds them
     assert train_rows[-1]["train/skipped_updates"] == 0.0

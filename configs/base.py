@@ -175,6 +175,9 @@ def get_config(arg=None):
     ck.every_steps = 50  # steps between checkpoints; 0 = never (verl: trainer.save_freq)
     ck.keep = 3  # checkpoints kept (verl: trainer.max_actor_ckpt_to_keep)
     ck.async_save = True  # write checkpoints in the background
+    # SIGTERM / SIGINT stop the run at the next safe point and save a checkpoint; set this to
+    # what the platform allows between SIGTERM and SIGKILL (docker stop: 10 s, Kubernetes: 30 s).
+    ck.preemption_grace_s = 30.0  # seconds; a stop whose save takes longer says so
 
     cfg.lock()
     return cfg

@@ -85,7 +85,11 @@ def cmd_train(args) -> int:
     except (DataError, CheckpointError) as e:
         print(f"mimojax train: {e}", file=sys.stderr)
         return 1
-    trainer.train()
+    try:
+        trainer.train()
+    except CheckpointError as e:  # a save that failed (disk full, workdir gone): one clear line
+        print(f"mimojax train: {e}", file=sys.stderr)
+        return 1
     rows = read_metrics(workdir)
     evals = [r for r in rows if any(k.startswith("val-core/") for k in r)]
     if evals:

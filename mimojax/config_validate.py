@@ -213,6 +213,8 @@ def _check_optimizer_and_io(cfg: ConfigDict, bad) -> None:
         bad(f"checkpoint.every_steps: must be >= 0 (0 = never), got {cfg.checkpoint.every_steps}")
     if cfg.checkpoint.keep < 1:
         bad(f"checkpoint.keep: must be >= 1, got {cfg.checkpoint.keep}")
+    if cfg.checkpoint.preemption_grace_s <= 0:
+        bad(f"checkpoint.preemption_grace_s: must be > 0, got {cfg.checkpoint.preemption_grace_s}")
 
 
 def _check_trainer(cfg: ConfigDict, bad) -> None:

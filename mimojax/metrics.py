@@ -126,6 +126,25 @@ def _metrics_path(path_or_workdir: str) -> str:
     return path_or_workdir
 
 
+RESTART_KEYS = ("restarts/count", "restarts/steps_redone", "restarts/wall_s_lost")
+
+
+def restart_stats(workdir: str, resumed_step: int, resumed_wall_s: float, previous=None) -> dict:
+    """restarts/* after resuming at checkpoint `resumed_step`, carried on from `previous`.
+
+    Steps redone: steps the metrics file logged after the checkpoint (they run again); wall
+    time lost: training wall time logged after it. Read before the logger truncates the file.
+    """
+    out = {k: float((previous or {}).get(k, 0.0)) for k in RESTART_KEYS}
+    rows = [r for r in read_metrics(workdir) if "perf/wall_s" in r]
+    last = max(rows, key=lambda r: r["step"]) if rows else None
+    out["restarts/count"] += 1.0
+    if last is not None and last["step"] > resumed_step:
+        out["restarts/steps_redone"] += float(last["step"] - resumed_step)
+        out["restarts/wall_s_lost"] += max(float(last["perf/wall_s"]) - resumed_wall_s, 0.0)
+    return out
+
+
 def read_metrics(path_or_workdir: str) -> list[dict]:
     """The lines of a run's metrics.jsonl as logged, in file order; [] when there is no file.
 

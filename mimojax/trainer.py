@@ -11,9 +11,7 @@ The roles arrive built (`mimojax.roles`); this module reads no config.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import os
 import time
 
 import jax
@@ -23,10 +21,11 @@ import numpy as np
 from mimojax.algos import AdvantageInputs, advantage_stage
 from mimojax.algos.registry import ADVANTAGE_ESTIMATORS
 from mimojax.evaluation import evaluate
-from mimojax.metrics import MetricsLogger, Timer, rollout_batch_metrics
+from mimojax.metrics import RESTART_KEYS, MetricsLogger, Timer, restart_stats, rollout_batch_metrics
+from mimojax.preemption import StepAbandoned, StopRequest
 from mimojax.rewards import summarize
 from mimojax.roles import Run, build_run
-from mimojax.rollout.batch import TrainBatch, build_batch
+from mimojax.rollout.batch import TrainBatch, build_batch, map_rows
 from mimojax.rollout.single_turn import rollout_single_turn
 from mimojax.train_step import Counts
 
@@ -50,19 +49,14 @@ class Trainer:
         self.kl_ctrl = self.spec.kl_ctrl
         self.step, self.wall_s, self.total_tokens = 0, 0.0, 0
         self._evals_done_at_minutes: set[float] = set()
-        self._save_s = None
-        latest = self.checkpointer.latest_step()  # build_run refused another model's checkpoint
-        if latest is not None:
-            self._restore(latest)
+        self._save_s, self._saved_step, self.stop = None, None, None
+        self.restarts = dict.fromkeys(RESTART_KEYS, 0.0)
+        self._restore()  # the newest readable checkpoint; build_run refused another model's
+        spec = self.spec
         self.logger = MetricsLogger(
-            self.workdir,
-            total_steps=self.spec.total_steps,
-            start_step=self.step,
-            progress=progress,
-            time_limit_s=60.0 * self.spec.time_limit_minutes,
-            **self.spec.logger_kwargs,
-        )
-        self._write_run_info()
+            self.workdir, total_steps=spec.total_steps, start_step=self.step, progress=progress,
+            time_limit_s=60.0 * spec.time_limit_minutes, **spec.logger_kwargs,
+        )  # fmt: skip
 
     # ------------------------------------------------------------------ state
     def _array_state(self) -> dict:
@@ -80,11 +74,16 @@ class Trainer:
             "wall_s": self.wall_s,
             "total_tokens": int(self.total_tokens),
             "evals_done_at_minutes": sorted(self._evals_done_at_minutes),
+            "restarts": self.restarts,
         }
         self.checkpointer.save(self.step, self._array_state(), meta)
+        self._saved_step = self.step
 
-    def _restore(self, step: int) -> None:
-        state, meta = self.checkpointer.restore(step, self._array_state())
+    def _restore(self) -> None:
+        found = self.checkpointer.restore_latest(self._array_state())
+        if found is None:
+            return
+        _, state, meta = found
         self.actor.state = type(self.actor.state)(**state["actor"])
         if self.critic is not None:
             self.critic.state = type(self.critic.state)(**state["critic"])
@@ -93,41 +92,22 @@ class Trainer:
         self.step, self.wall_s = int(meta["step"]), float(meta["wall_s"])
         self.total_tokens = int(meta["total_tokens"])
         self._evals_done_at_minutes = set(meta.get("evals_done_at_minutes", []))
+        self.restarts = restart_stats(self.workdir, self.step, self.wall_s, meta.get("restarts"))
         self.roles.rollout.sync(self.actor.state.params, version=int(meta["policy_version"]))
         log.info("resumed from %s step %d", self.checkpointer.directory, self.step)
 
-    def _write_run_info(self) -> None:
-        info = {
-            **self.spec.run_info,
-            "devices": [str(d) for d in jax.devices()],
-            "train_rows": len(self.run.train_data),
-            "train_rows_dropped": self.run.train_data.num_dropped,
-            "eval_rows": len(self.eval_examples),
-        }
-        with open(os.path.join(self.workdir, "run_info.json"), "w") as f:
-            json.dump(info, f, indent=1)
-
     # ------------------------------------------------------------------ one RL step
     def _rollout(self, examples, n, sampling, request_id_base):
-        r = self.roles.rollout
         return rollout_single_turn(
-            self.engine, self.tokenizer, examples, n, sampling,
-            request_id_base=request_id_base, prompt_overflow=r.prompt_overflow,
+            self.engine, self.tokenizer, examples, n, sampling, request_id_base=request_id_base,
+            prompt_overflow=self.roles.rollout.prompt_overflow,
         )  # fmt: skip
-
-    def _per_chunk(self, fn, params, rb, **kw):
-        """`fn` over the batch in micro-batch-sized row chunks (bounded activation memory)."""
-        micro, ids, attn = self.spec.micro_batch_size, rb.input_ids_BxT, rb.attention_mask_BxT
-        outs = [
-            jax.tree.map(np.asarray, fn(params, ids[s : s + micro], attn[s : s + micro], **kw))
-            for s in range(0, ids.shape[0], micro)
-        ]
-        return jax.tree.map(lambda *xs: np.concatenate(xs, axis=0), *outs)
 
     def _scoring_passes(self, rb, examples, timer) -> dict:
         """What the advantage stage needs beyond rewards: old / reference log-probs, values,
         ReMax's greedy baseline, OTB's sum of squared probabilities."""
         actor, ref, P, out = self.actor, self.roles.reference, rb.prompt_len, {}
+        micro = self.spec.micro_batch_size  # the passes run in row chunks: bounded memory
         if self.traits.needs_baseline_rollout:  # ReMax: one greedy sample per prompt
             with timer("gen_max"):
                 base_id = (1 << 29) + self.step * self.spec.batch_size
@@ -136,20 +116,21 @@ class Trainer:
             out["baseline_rewards_B"] = np.float32([base[g].score for g in rb.group_ids_B])
         if self.traits.needs_logprob_stats:
             with timer("old_log_prob"):
-                out["old_logp_BxT"], out["sum_pi_squared_BxT"] = self._per_chunk(
-                    actor.logprob_stats, actor.state.params, rb, prompt_len=P
+                out["old_logp_BxT"], out["sum_pi_squared_BxT"] = map_rows(
+                    rb, micro, actor.logprob_stats, actor.state.params, prompt_len=P
                 )
         elif not actor.on_policy or self.spec.advantage.use_kl_in_reward:
             with timer("old_log_prob"):
-                out["old_logp_BxT"] = self._per_chunk(
-                    actor.logprobs, actor.state.params, rb, prompt_len=P
+                logprobs = actor.logprobs
+                out["old_logp_BxT"] = map_rows(
+                    rb, micro, logprobs, actor.state.params, prompt_len=P
                 )
         if ref is not None:
             with timer("ref"):
-                out["ref_logp_BxT"] = self._per_chunk(ref.logprobs, ref.params, rb, prompt_len=P)
+                out["ref_logp_BxT"] = map_rows(rb, micro, ref.logprobs, ref.params, prompt_len=P)
         if self.critic is not None:
             with timer("values"):
-                values = self._per_chunk(self.critic.values, self.critic.state.params, rb)
+                values = map_rows(rb, micro, self.critic.values, self.critic.state.params)
                 out["values_BxT"] = values * rb.response_mask_BxT
         return out
 
@@ -160,13 +141,16 @@ class Trainer:
         with timer("gen"):
             sampling = self.roles.rollout.sampling
             trajs = self._rollout(examples, spec.n, sampling, self.step * spec.batch_size)
+        self._safe_point()
         with timer("reward"):
             results = self.pool.score([t.grader_item() for t in trajs])
+        self._safe_point()
         rb = build_batch(
             trajs, [r.score for r in results], [r.valid for r in results],
             pad_id=self.roles.pad_id, response_len=spec.max_new_tokens,
         )  # fmt: skip
         passes = self._scoring_passes(rb, examples, timer)
+        self._safe_point()  # the last one: from the advantage stage on, the step completes
         with timer("adv"):
             out = _advantage_stage(spec.advantage, AdvantageInputs(
                 token_rewards_BxT=rb.token_rewards_BxT, response_mask_BxT=rb.response_mask_BxT,
@@ -193,14 +177,16 @@ class Trainer:
         step_s, tokens = time.perf_counter() - t_step, int(rb.attention_mask_BxT.sum())
         self.total_tokens += tokens
         return {
-            **metrics,
-            "timing_s/step": step_s,
-            "perf/time_per_step": step_s,
-            "perf/throughput": tokens / step_s,
-            "perf/total_num_tokens": float(self.total_tokens),
+            **metrics, **self.restarts, "timing_s/step": step_s, "perf/time_per_step": step_s,
+            "perf/throughput": tokens / step_s, "perf/total_num_tokens": float(self.total_tokens),
             "actor/lr": float(self.actor.schedule(int(self.actor.state.step))),
             "actor/policy_version": float(version),
-        }
+        }  # fmt: skip
+
+    def _safe_point(self) -> None:
+        """Between phases: after a stop signal, a step not yet updating is abandoned."""
+        if self.stop is not None and self.stop.signalled:
+            raise StepAbandoned
 
     def _update(self, batch: TrainBatch, timer) -> dict:
         """PPO epochs x mini-batches of optimizer updates: the critic's, then the actor's."""
@@ -260,38 +246,55 @@ class Trainer:
         return limit > 0 and self.wall_s >= 60.0 * limit
 
     def train(self) -> dict:
-        """Runs until the step count (or the time limit); returns the last eval metrics."""
+        """Runs until the step count, the time limit or a stop signal; returns the last eval."""
         spec, last_eval = self.spec, {}
         try:
-            if self.step == 0 and spec.eval_at_start and self.eval_examples:
-                last_eval = self.evaluate()
-                self.logger.log(0, {**last_eval, "perf/wall_s": 0.0})
-            while self.step < spec.total_steps and not self._time_up():
-                t0 = time.perf_counter()
-                metrics = self.train_step()
-                self.step += 1
-                self.wall_s += time.perf_counter() - t0
-                metrics["perf/wall_s"] = self.wall_s
-                final = self.step == spec.total_steps or self._time_up()
-                if self._save_s is not None:
-                    metrics["timing_s/save_checkpoint"], self._save_s = self._save_s, None
-                if self._eval_due() or (final and spec.eval_at_end and self.eval_examples):
+            with StopRequest(spec.preemption_grace_s) as self.stop:
+                if self.step == 0 and spec.eval_at_start and self.eval_examples:
                     last_eval = self.evaluate()
-                    metrics.update(last_eval)
-                self.logger.log(self.step, metrics)
-                every = spec.checkpoint_every
-                if every and (self.step % every == 0 or final):
-                    # After the metrics line: a kill between the two leaves a line that the
-                    # resume truncates, never a step without one. Save time shows next step.
-                    t0 = time.perf_counter()
-                    self.save()
-                    self._save_s = time.perf_counter() - t0
+                    self.logger.log(0, {**last_eval, "perf/wall_s": 0.0})
+                while self.step < spec.total_steps and not self._time_up():
+                    data_state, t0 = self.data_iter.get_state(), time.perf_counter()
+                    try:
+                        metrics = self.train_step()
+                    except StepAbandoned:  # re-runs identically after the resume
+                        self.data_iter.set_state(data_state)
+                        break
+                    self.step += 1
+                    self.wall_s += time.perf_counter() - t0
+                    metrics["perf/wall_s"] = self.wall_s
+                    final = self.step == spec.total_steps or self._time_up()
+                    if self._save_s is not None:
+                        metrics["timing_s/save_checkpoint"], self._save_s = self._save_s, None
+                    due = self._eval_due() or (final and spec.eval_at_end and self.eval_examples)
+                    if due and not self.stop.signalled:
+                        last_eval = self.evaluate()
+                        metrics.update(last_eval)
+                    self.logger.log(self.step, metrics)
+                    every = spec.checkpoint_every
+                    if every and (self.step % every == 0 or final):
+                        # After the metrics line: a kill between the two leaves a line that the
+                        # resume truncates, never a step without one. Save time shows next step.
+                        t0 = time.perf_counter()
+                        self.save()
+                        self._save_s = time.perf_counter() - t0
+                    if self.stop.stop_after(self.step):
+                        break
+                if self.stop.signalled:
+                    self._save_and_report_stop()
         finally:
             self.close()
         return last_eval
 
+    def _save_and_report_stop(self) -> None:
+        """After a stop signal: the last finished step checkpointed, one line on where to resume."""
+        if self.step > 0 and self._saved_step != self.step:
+            self.save()
+        self.checkpointer.wait()
+        self.stop.report(self.step, self.checkpointer.directory)
+
     def close(self) -> None:
-        """Waits for checkpoints, stops the grader workers and the logger."""
-        self.checkpointer.close()
+        """Stops the grader workers and the logger, then waits for checkpoints (may raise)."""
         self.pool.close()
         self.logger.close()
+        self.checkpointer.close()

@@ -61,6 +61,17 @@ class RolloutBatch(_Fields):
     prompt_len: int = struct.field(pytree_node=False, default=1)  # P
 
 
+def map_rows(batch, micro: int, fn, params, **kw):
+    """`fn(params, ids, attn, **kw)` over `micro`-row chunks of a batch, outputs concatenated as
+    NumPy (the old-policy, reference and value passes: activation memory of one chunk)."""
+    ids, attn = batch.input_ids_BxT, batch.attention_mask_BxT
+    outs = [
+        jax.tree.map(np.asarray, fn(params, ids[s : s + micro], attn[s : s + micro], **kw))
+        for s in range(0, ids.shape[0], micro)
+    ]
+    return jax.tree.map(lambda *xs: np.concatenate(xs, axis=0), *outs)
+
+
 def build_batch(
     trajs: Sequence[Trajectory],
     scores_B: Sequence[float],

@@ -461,7 +461,20 @@ class Checkpointer:
         if found is None:
             return None
         step, (state, meta) = found
+        for newer in [s for s in self.all_steps() if s > step]:
+            self._set_aside(newer)
         return step, state, meta
+
+    def _set_aside(self, step: int) -> None:
+        """Renames an unreadable step's directory out of orbax's listing, kept for inspection:
+        the resumed run saves that step again."""
+        src = os.path.join(self.directory, str(step))
+        dst, n = f"{src}.unreadable", 1
+        while os.path.exists(dst):
+            dst, n = f"{src}.unreadable-{n}", n + 1
+        os.rename(src, dst)
+        self._drop_manager()  # its cached step list still names the moved step
+        _warn(f"moved unreadable checkpoint step {step} aside to {dst}")
 
     def latest_meta(self) -> tuple[int, dict] | None:
         """(step, meta) of the newest committed step whose meta reads, or None; no arrays read.

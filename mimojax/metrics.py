@@ -80,8 +80,8 @@ def rollout_batch_metrics(batch, trajs, mask_BxT, adv_BxT, returns_BxT, values_B
                           engine_version: int) -> dict[str, float]:  # fmt: skip
     """verl's per-step data metrics (score, rewards, advantages, lengths, staleness).
 
-    `batch` is `mimojax.rollout.batch.build_batch`'s output; scores and rewards count valid samples only,
-    advantages / returns / values the response tokens of `mask_BxT`.
+    `batch` is `mimojax.rollout.batch.build_batch`'s output; scores and rewards count valid
+    samples only, advantages / returns / values the response tokens of `mask_BxT`.
     """
     valid_B, tok = batch["valid_B"], mask_BxT > 0
     lengths_B = batch["response_len_B"]

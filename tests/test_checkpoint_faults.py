@@ -118,22 +118,28 @@ def test_damaged_latest_step_falls_back_to_the_previous(ckdir, damage, caplog, c
     DAMAGE[damage](ckdir / "3")
     with Checkpointer(str(ckdir), async_save=False) as ck:
         assert ck.all_steps() == [1, 2, 3]  # orbax still lists the damaged step
-        with caplog.at_level(logging.WARNING, logger="mimojax.checkpoint"):
-            step, state, meta = ck.restore_latest(_zeros())
-        assert step == 2 and meta == {"data": {"index": 2}, "step": 2}
-        _assert_exact(state, 2)
-        warnings = [r.getMessage() for r in caplog.records if r.name == "mimojax.checkpoint"]
-        assert len(warnings) == 1, warnings
-        assert f"checkpoint step 3 in {ckdir} is unreadable, trying step 2: " in warnings[0]
-        assert REASON[damage] in warnings[0] and "\n" not in warnings[0]
-        assert "tensorstore_spec" not in warnings[0] and len(warnings[0]) < 600
         # An explicit restore of the damaged step names it instead of a tensorstore traceback.
         with pytest.raises(CheckpointUnreadableError, match="step 3: checkpoint is unreadable"):
             ck.restore(3, _zeros())
         # Only damage that reaches the meta (or the step's own records) stops latest_meta.
         meta_step, meta = ck.latest_meta()
-    meta_damaged = damage.startswith(("meta/", "_CHECKPOINT", "commit"))
-    assert meta_step == (2 if meta_damaged else 3) and meta["step"] == meta_step
+        meta_damaged = damage.startswith(("meta/", "_CHECKPOINT", "commit"))
+        assert meta_step == (2 if meta_damaged else 3) and meta["step"] == meta_step
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="mimojax.checkpoint"):
+            step, state, meta = ck.restore_latest(_zeros())
+        assert step == 2 and meta == {"data": {"index": 2}, "step": 2}
+        _assert_exact(state, 2)
+        warnings = [r.getMessage() for r in caplog.records if r.name == "mimojax.checkpoint"]
+        assert len(warnings) == 2, warnings  # the skip, then the step set aside
+        assert f"checkpoint step 3 in {ckdir} is unreadable, trying step 2: " in warnings[0]
+        assert REASON[damage] in warnings[0] and "\n" not in warnings[0]
+        assert "tensorstore_spec" not in warnings[0] and len(warnings[0]) < 600
+        # the unreadable step leaves orbax's listing (kept for inspection): step 3 saves again
+        assert warnings[1] == f"moved unreadable checkpoint step 3 aside to {ckdir}/3.unreadable"
+        assert ck.all_steps() == [1, 2] and os.path.isdir(ckdir / "3.unreadable")
+        ck.save(3, _state(3), {"data": {"index": 3}})
+        assert ck.all_steps() == [1, 2, 3]
 
 
 def test_every_step_damaged_is_one_clear_error(ckdir, capsys):

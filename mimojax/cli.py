@@ -294,20 +294,38 @@ def _quiet_abandoned_reads(unraisable) -> None:
     sys.__unraisablehook__(unraisable)
 
 
+def _from_orbax(record: logging.LogRecord) -> bool:
+    """A log record raised in orbax's code (its path, or a frame of its exception's traceback)."""
+    if "orbax" in record.pathname:
+        return True
+    tb = record.exc_info[2] if record.exc_info else None
+    while tb is not None:
+        if "orbax" in tb.tb_frame.f_code.co_filename:
+            return True
+        tb = tb.tb_next
+    return "orbax" in record.getMessage()
+
+
 class _OrbaxErrorsOnOneLine(logging.Filter):
-    """Orbax's background threads log a failed save with a full traceback; the CLI reports the
-    same failure as one line (CheckpointSaveError), so their records keep only the message."""
+    """Orbax's background threads log a failed save with full tracebacks (absl), and asyncio
+    reports the same failed writes again when their tasks are collected; the CLI reports that
+    failure as one line (CheckpointSaveError), so absl's records keep only their message and
+    asyncio's repeats are dropped."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and "orbax" in record.pathname:
-            record.exc_info, record.exc_text = None, None
+        if not _from_orbax(record):
+            return True
+        if record.name == "asyncio":
+            return False
+        record.exc_info, record.exc_text = None, None
         return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `mimojax` command; returns the exit status."""
     sys.unraisablehook = _quiet_abandoned_reads
-    logging.getLogger("absl").addFilter(_OrbaxErrorsOnOneLine())
+    for name in ("absl", "asyncio"):
+        logging.getLogger(name).addFilter(_OrbaxErrorsOnOneLine())
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:

@@ -5,20 +5,10 @@ top-level `kernels`, a name that belongs to Hugging Face's package (transformers
 imported under that name, this file hands the name over to the next `kernels` on sys.path.
 """
 
-if __name__ != "mimojax.kernels":
-    import importlib.machinery as _machinery
-    import importlib.util as _util
-    import os as _os
-    import sys as _sys
+if __name__ != "mimojax.kernels":  # see mimojax/shadowing.py
+    from mimojax.shadowing import hand_over
 
-    _here = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
-    _path = [p for p in _sys.path if _os.path.abspath(p or _os.curdir) != _here]
-    _spec = _machinery.PathFinder.find_spec(__name__, _path)
-    if _spec is None:
-        raise ModuleNotFoundError(f"No module named {__name__!r}", name=__name__)
-    _module = _util.module_from_spec(_spec)
-    _sys.modules[__name__] = _module  # the import statement returns sys.modules[__name__]
-    _spec.loader.exec_module(_module)
+    hand_over(__name__, __file__)
 else:
     from mimojax.kernels.decode_attention import decode_attention
     from mimojax.kernels.flash_attention import BlockSizes, default_block_sizes, flash_attention

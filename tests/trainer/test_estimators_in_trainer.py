@@ -7,10 +7,6 @@ Each case is a 2-step tiny-config run (~10 s) graded by `length_mod`, so advanta
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-
 import numpy as np
 import pytest
 
@@ -18,22 +14,10 @@ from mimojax.config import load_config
 from mimojax.metrics import read_metrics
 from mimojax.trainer import Trainer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 
 @pytest.fixture
-def data(tmp_path, monkeypatch):
-    monkeypatch.setattr(sys, "path", [*sys.path, ROOT])  # the grader, last: shadows nothing
-    path = tmp_path / "rows.jsonl"
-    with open(path, "w") as f:
-        for n in range(16):
-            row = {
-                "prompt": f"Count to {n}.",
-                "ground_truth": "",
-                "env": "tests.reward_fixtures:length_mod",
-            }
-            f.write(json.dumps(row) + "\n")
-    return path
+def data(length_mod_rows):
+    return length_mod_rows
 
 
 def _rows(workdir, data, *overrides):

@@ -7,7 +7,6 @@ Six 4-step tiny-config runs in process (~10 s each) and two CLI subprocesses.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -35,19 +34,9 @@ PHASES = {
 
 
 @pytest.fixture
-def overrides(tmp_path, monkeypatch):
-    monkeypatch.setattr(sys, "path", [*sys.path, ROOT])  # the grader, last: shadows nothing
-    data = tmp_path / "rows.jsonl"
-    with open(data, "w") as f:
-        for n in range(16):
-            row = {
-                "prompt": f"Count to {n}.",
-                "ground_truth": "",
-                "env": "tests.reward_fixtures:length_mod",
-            }
-            f.write(json.dumps(row) + "\n")
+def overrides(length_mod_rows):
     return [
-        f"data.train_files=('{data}',)",
+        f"data.train_files=('{length_mod_rows}',)",
         "reward.num_workers=0",
         "trainer.total_steps=4",
         "checkpoint.every_steps=2",

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-
 import numpy as np
 import pytest
 
@@ -13,8 +9,6 @@ from mimojax.config import load_config
 from mimojax.metrics import read_metrics
 from mimojax.trainer import Trainer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-GRADER = "tests.reward_fixtures:length_mod"
 QUICK = ["trainer.total_steps=2", "eval.at_start=False", "eval.at_end=False"]
 
 
@@ -44,17 +38,11 @@ def test_dapo_recipe_filters_groups_and_shapes_overlong(tmp_path):
     assert "actor/pg_loss" not in last
 
 
-def test_dapo_recipe_clips_higher_on_groups_that_survive_the_filter(tmp_path, monkeypatch):
+def test_dapo_recipe_clips_higher_on_groups_that_survive_the_filter(tmp_path, length_mod_rows):
     # A grader whose score varies inside groups (response length mod 5), so groups survive the
     # filter; 2 PPO epochs and 2 mini-batches move the ratio off 1, so the asymmetric clip acts.
-    monkeypatch.setattr(sys, "path", [*sys.path, ROOT])  # last: shadows nothing installed
-    data = tmp_path / "rows.jsonl"
-    with open(data, "w") as f:
-        for n in range(16):
-            f.write(json.dumps({"prompt": f"Count to {n}.", "ground_truth": "", "env": GRADER}))
-            f.write("\n")
     overrides = QUICK + [
-        f"data.train_files=('{data}',)",
+        f"data.train_files=('{length_mod_rows}',)",
         "reward.num_workers=0",
         "trainer.ppo_epochs=2",
         "trainer.mini_batch_size=1",

@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import errno
 import json
-import logging
 import os
-import re
-import sys
 from typing import Any
 
 import jax
@@ -28,7 +25,18 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
 
-log = logging.getLogger(__name__)
+# The error classes are part of this module's API (callers import them from here).
+from mimojax.checkpoint_faults import (  # noqa: F401
+    CheckpointError,
+    CheckpointMismatchError,
+    CheckpointSaveError,
+    CheckpointUnreadableError,
+    OpenFailed,
+    Unreadable,
+    check_step_files,
+    one_line,
+    warn,
+)
 
 FINGERPRINT_FIELDS = (
     "model_type",
@@ -42,33 +50,6 @@ FINGERPRINT_FIELDS = (
     "tie_word_embeddings",
 )
 _MAX_LISTED = 8  # leaf differences named in one error; the rest are counted
-_COMMIT_MARKER = "commit_success.txt"  # orbax writes it into the tmp dir just before the rename
-_STEP_METADATA = "_CHECKPOINT_METADATA"
-_MAX_REASON = 400  # characters of an exception message kept in a one-line reason
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be saved or restored as asked (names the dir, step and field)."""
-
-
-class CheckpointSaveError(CheckpointError):
-    """A save that failed (disk full, directory gone or not a directory); earlier steps intact."""
-
-
-class CheckpointMismatchError(CheckpointError):
-    """The saved array tree differs from the restore target (another model or optimizer)."""
-
-
-class CheckpointUnreadableError(CheckpointError):
-    """A checkpoint (or every checkpoint) whose files cannot be read back."""
-
-
-class _Unreadable(Exception):
-    """One step failed verification; the message is the one-line reason."""
-
-
-class _OpenFailed(Exception):
-    """The checkpoint directory cannot be opened; the message is the one-line reason."""
 
 
 def to_pure(tree: Any) -> Any:
@@ -131,50 +112,6 @@ def _with_default_sharding(abstract: Any) -> Any:
     return jax.tree.map(leaf, abstract)
 
 
-def _one_line(e: BaseException) -> str:
-    """The useful line of an orbax/tensorstore/OS exception: an OSError in its chain wins."""
-    chain, seen = [], set()
-    c: BaseException | None = e
-    while c is not None and id(c) not in seen:
-        seen.add(id(c))
-        chain.append(c)
-        c = c.__cause__ or c.__context__
-    picked = next((c for c in chain if isinstance(c, OSError) and c.errno), None)
-    if picked is None:
-        # orbax wraps tensorstore's error in "Encountered error while reading array index ...
-        # See full TensorStore details: <the whole spec>"; the cause says what went wrong.
-        useful = [c for c in chain if str(c) and "See full TensorStore details" not in str(c)]
-        picked = useful[0] if useful else e
-    text = str(picked) or type(picked).__name__
-    text = re.split(r" \[tensorstore_spec=|See full TensorStore details", text)[0]
-    text = " ".join(text.split())
-    if isinstance(picked, json.JSONDecodeError):
-        text = f"not valid JSON ({text})"
-    elif not isinstance(picked, (OSError, ValueError)) and type(picked) is not Exception:
-        text = f"{type(picked).__name__}: {text}"
-    if len(text) <= _MAX_REASON:
-        return text
-    # tensorstore puts the OS error last, after the paths: keep both ends
-    head = _MAX_REASON // 2
-    return text[:head] + " ... " + text[-(_MAX_REASON - head - 5) :]
-
-
-def _warn(msg: str) -> None:
-    """A warning in the log, and on stderr when the log does not already go there."""
-    log.warning(msg)
-    logger: logging.Logger | None = log
-    handlers = []
-    while logger is not None:
-        handlers += logger.handlers
-        logger = logger.parent if logger.propagate else None
-    to_stderr = not handlers or any(
-        isinstance(h, logging.StreamHandler) and getattr(h, "stream", None) is sys.stderr
-        for h in handlers
-    )
-    if not to_stderr or not log.isEnabledFor(logging.WARNING):
-        print(f"WARNING: {msg}", file=sys.stderr)
-
-
 class Checkpointer:
     """An orbax CheckpointManager over WORKDIR/checkpoints keeping the last `keep` steps."""
 
@@ -188,7 +125,7 @@ class Checkpointer:
         self._mgr: ocp.CheckpointManager | None = None
         try:
             self._manager()
-        except _OpenFailed as e:
+        except OpenFailed as e:
             raise CheckpointError(f"cannot open checkpoint directory {self.directory}: {e}") from e
 
     def _manager(self) -> ocp.CheckpointManager:
@@ -197,7 +134,7 @@ class Checkpointer:
             return self._mgr
         if os.path.exists(self.directory) and not os.path.isdir(self.directory):
             # orbax would open it, log an error, and fail each save in its own way
-            raise _OpenFailed(
+            raise OpenFailed(
                 NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), self.directory)
             )
         options = ocp.CheckpointManagerOptions(
@@ -225,7 +162,7 @@ class Checkpointer:
                 self.directory, options=options, handler_registry=registry
             )
         except Exception as e:  # no permission, disk full, ...
-            raise _OpenFailed(_one_line(e)) from e
+            raise OpenFailed(one_line(e)) from e
         return self._mgr
 
     # ---- saving ----
@@ -246,7 +183,7 @@ class Checkpointer:
         self.wait()  # a failed earlier async save surfaces here, naming its own step
         try:
             mgr = self._manager()
-        except _OpenFailed as e:
+        except OpenFailed as e:
             raise self._save_error(step, e) from e
         if step in mgr.all_steps():
             raise CheckpointError(f"{self.directory} already holds a checkpoint at step {step}")
@@ -275,7 +212,7 @@ class Checkpointer:
                 continue
 
     def _save_error(self, step: int | None, e: BaseException) -> CheckpointSaveError:
-        reason = str(e) if isinstance(e, _OpenFailed) else _one_line(e)
+        reason = str(e) if isinstance(e, OpenFailed) else one_line(e)
         what = f"checkpoint step {step}" if step is not None else "a checkpoint"
         try:
             steps = self.all_steps()
@@ -341,34 +278,17 @@ class Checkpointer:
             )
         return int(step)
 
-    # ---- verified reads (raise _Unreadable with a one-line reason) ----
-
-    def _check_files(self, step: int) -> None:
-        """The commit marker and orbax's step record, which a committed step always has.
-
-        Orbax itself lists a step without them and restores it; their absence or garbling means
-        files of the step were lost after the commit, so the step is not trusted.
-        """
-        root = os.path.join(self.directory, str(step))
-        if not os.path.isfile(os.path.join(root, _COMMIT_MARKER)):
-            raise _Unreadable(f"{_COMMIT_MARKER} (the commit marker) is missing")
-        try:
-            with open(os.path.join(root, _STEP_METADATA), "rb") as f:
-                record = json.loads(f.read())
-        except Exception as e:
-            raise _Unreadable(f"{_STEP_METADATA}: {_one_line(e)}") from e
-        if not isinstance(record, dict):
-            raise _Unreadable(f"{_STEP_METADATA}: not a JSON object")
+    # ---- verified reads (raise Unreadable with a one-line reason) ----
 
     def _check_meta(self, step: int, meta: Any) -> dict:
         if not isinstance(meta, dict):
-            raise _Unreadable(f"meta/metadata: a {type(meta).__name__}, not a JSON object")
+            raise Unreadable(f"meta/metadata: a {type(meta).__name__}, not a JSON object")
         if meta.get("step", step) != step:
-            raise _Unreadable(f"meta/metadata: says step {meta.get('step')}")
+            raise Unreadable(f"meta/metadata: says step {meta.get('step')}")
         return meta
 
     def _read_meta_checked(self, step: int) -> dict:
-        self._check_files(step)
+        check_step_files(self.directory, step)
         try:
             out = self._manager().restore(
                 step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())
@@ -376,7 +296,7 @@ class Checkpointer:
         except CheckpointError:
             raise
         except Exception as e:
-            raise _Unreadable(f"meta/metadata: {_one_line(e)}") from e
+            raise Unreadable(f"meta/metadata: {one_line(e)}") from e
         return self._check_meta(step, out["meta"])
 
     def _check_tree(self, step: int, abstract: Any) -> None:
@@ -387,9 +307,9 @@ class Checkpointer:
         except CheckpointError:
             raise
         except Exception as e:
-            raise _Unreadable(f"state/_METADATA: {_one_line(e)}") from e
+            raise Unreadable(f"state/_METADATA: {one_line(e)}") from e
         if not saved:
-            raise _Unreadable("state/_METADATA: missing or empty")
+            raise Unreadable("state/_METADATA: missing or empty")
         wanted = _shapes(abstract)
         problems = []
         for path in sorted(saved.keys() | wanted.keys()):
@@ -418,7 +338,7 @@ class Checkpointer:
         except CheckpointError:
             raise
         except Exception as e:
-            raise _Unreadable(f"state arrays: {_one_line(e)}") from e
+            raise Unreadable(f"state arrays: {one_line(e)}") from e
         return out["state"], meta
 
     def _unreadable(self, tried: list[tuple[int, str]]) -> CheckpointUnreadableError:
@@ -436,11 +356,11 @@ class Checkpointer:
         for step in reversed(steps):
             try:
                 return step, read(step)
-            except _Unreadable as e:
+            except Unreadable as e:
                 tried.append((step, str(e)))
                 older = [s for s in steps if s < step]
                 then = f"trying step {older[-1]}" if older else "no older checkpoint"
-                _warn(f"checkpoint step {step} in {self.directory} is unreadable, {then}: {e}")
+                warn(f"checkpoint step {step} in {self.directory} is unreadable, {then}: {e}")
         if tried:
             raise self._unreadable(tried)
         return None
@@ -474,7 +394,7 @@ class Checkpointer:
             dst, n = f"{src}.unreadable-{n}", n + 1
         os.rename(src, dst)
         self._drop_manager()  # its cached step list still names the moved step
-        _warn(f"moved unreadable checkpoint step {step} aside to {dst}")
+        warn(f"moved unreadable checkpoint step {step} aside to {dst}")
 
     def latest_meta(self) -> tuple[int, dict] | None:
         """(step, meta) of the newest committed step whose meta reads, or None; no arrays read.
@@ -493,7 +413,7 @@ class Checkpointer:
         abstract = _with_default_sharding(abstract_like(abstract_state))
         try:
             return self._restore_checked(step, abstract)
-        except _Unreadable as e:
+        except Unreadable as e:
             raise CheckpointUnreadableError(
                 f"{self.directory} step {step}: checkpoint is unreadable: {e}"
             ) from e
@@ -503,7 +423,7 @@ class Checkpointer:
         step = self._resolve(step)
         try:
             return self._read_meta_checked(step)
-        except _Unreadable as e:
+        except Unreadable as e:
             raise CheckpointUnreadableError(
                 f"{self.directory} step {step}: checkpoint is unreadable: {e}"
             ) from e

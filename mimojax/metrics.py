@@ -83,16 +83,16 @@ def rollout_batch_metrics(batch, trajs, mask_BxT, adv_BxT, returns_BxT, values_B
     `batch` is `mimojax.rollout.batch.build_batch`'s output; scores and rewards count valid
     samples only, advantages / returns / values the response tokens of `mask_BxT`.
     """
-    valid_B, tok = batch["valid_B"], mask_BxT > 0
-    lengths_B = batch["response_len_B"]
+    valid_B, tok = batch.valid_B, mask_BxT > 0
+    lengths_B = batch.response_len_B
     m = {
-        **_stats("critic/score", batch["scores_B"][valid_B] if valid_B.any() else np.zeros(1)),
-        **_stats("critic/rewards", batch["token_rewards_BxT"].sum(-1)[valid_B], ("mean",)),
+        **_stats("critic/score", batch.scores_B[valid_B] if valid_B.any() else np.zeros(1)),
+        **_stats("critic/rewards", batch.token_rewards_BxT.sum(-1)[valid_B], ("mean",)),
         **_stats("critic/advantages", adv_BxT[tok]),
         **_stats("critic/returns", returns_BxT[tok], ("mean",)),
         **_stats("response_length", lengths_B),
         "response_length/clip_ratio": float(np.mean([t.finish_reason == "length" for t in trajs])),
-        "prompt_length/mean": float(batch["prompt_len_B"].mean()),
+        "prompt_length/mean": float(batch.prompt_len_B.mean()),
         # the engine already holds this step's weights: lag 0 = sampled by the previous version
         "rollout/policy_version_lag": float(
             np.mean([engine_version - 1 - t.policy_version for t in trajs])

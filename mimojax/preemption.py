@@ -32,6 +32,7 @@ class StopRequest:
         self.signal_name: str | None = None  # e.g. "SIGTERM" once one arrived
         self._t_signal: float | None = None
         self._previous: dict[int, object] = {}
+        self._multihost = False  # set on entry: several JAX processes agree on the stop step
 
     def __enter__(self) -> StopRequest:
         self._multihost = jax.process_count() > 1
@@ -67,7 +68,7 @@ class StopRequest:
 
     def stop_after(self, step: int) -> bool:
         """Whether to stop after `step`; with several processes, all agree on the same step."""
-        if getattr(self, "_multihost", False):
+        if self._multihost:
             from jax.experimental import multihost_utils
 
             try:

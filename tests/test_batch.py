@@ -52,7 +52,7 @@ def test_build_batch_layout():
     np.testing.assert_array_equal(b.valid_B, [True, True, True, False])
     np.testing.assert_array_equal(b.group_ids_B, [0, 0, 1, 1])
     np.testing.assert_array_equal(b.response_len_B, [2, 4, 0, 3])
-    np.testing.assert_array_equal(b["prompt_len_B"], [3, 20, 2, 2])  # dict-style reads work
+    np.testing.assert_array_equal(b.prompt_len_B, [3, 20, 2, 2])
     # rows keep the static prompt_len
     sub = b.take(np.array([3, 0]))
     assert sub.prompt_len == P and sub.scores_B.tolist() == [1.0, 1.0]

@@ -28,10 +28,7 @@ def bucket(n: int, multiple: int = 16) -> int:
 
 
 class _Fields:
-    """Dict-style read access (`batch["scores_B"]`) for code written against the old dicts."""
-
-    def __getitem__(self, key: str):
-        return getattr(self, key)
+    """What both batch types share: the row count and taking rows."""
 
     @property
     def num_rows(self) -> int:

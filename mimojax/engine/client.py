@@ -33,9 +33,21 @@ class AsyncEngineClient:
         self._futures: dict[object, asyncio.Future] = {}
 
     async def generate(
-        self, request_id, prompt_ids: Sequence[int], sampling: SamplingParams, n: int = 1
+        self,
+        request_id,
+        prompt_ids: Sequence[int],
+        sampling: SamplingParams,
+        n: int = 1,
+        *,
+        keys: Sequence | None = None,
+        existing_prefix=None,
+        retain_kv: bool = False,
     ) -> Completion | list[Completion]:
-        """The completion (a list when n > 1); cancelling the awaiting coroutine aborts it."""
+        """The completion (a list when n > 1); cancelling the awaiting coroutine aborts it.
+
+        `keys` overrides the per-sample keys (default: from sampling.seed and request_id);
+        `existing_prefix` / `retain_kv` continue a multi-turn conversation's KV (Scheduler.submit).
+        """
         if request_id in self._futures:
             raise ValueError(f"request_id {request_id!r} is already in flight")
         loop = asyncio.get_running_loop()
@@ -45,10 +57,20 @@ class AsyncEngineClient:
             loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(req.outputs))
 
         rid = _stable_int(request_id)
-        keys = [sample_key(sampling.seed, rid, j) for j in range(n)]
+        if keys is None:
+            keys = [sample_key(sampling.seed, rid, j) for j in range(n)]
         self._futures[request_id] = fut
         try:
-            self.scheduler.submit(request_id, prompt_ids, sampling, n, keys, on_done)
+            self.scheduler.submit(
+                request_id,
+                prompt_ids,
+                sampling,
+                n,
+                keys,
+                on_done,
+                existing_prefix=existing_prefix,
+                retain_kv=retain_kv,
+            )
             self._ensure_running()
             outputs = await fut
         except asyncio.CancelledError:

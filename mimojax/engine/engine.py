@@ -104,6 +104,23 @@ def _insert(prefix: Prefix, state: DecodeState, slot, sample) -> DecodeState:
     )
 
 
+def _extract(state: DecodeState, slot, width: int) -> Prefix:
+    """Slot `slot`'s first `width` cache positions as a Prefix (the next turn's existing_prefix)."""
+    take = lambda buf: jax.lax.dynamic_slice_in_dim(buf[slot], 0, width, axis=1)
+    zero = jnp.zeros((1,), jnp.int32)
+    return Prefix(
+        tuple(map(take, state.cache.k_L)),
+        tuple(map(take, state.cache.v_L)),
+        state.cache.lengths_B[slot],
+        zero,
+        zero.astype(jnp.float32),
+        jnp.zeros((1, 2), jnp.uint32),
+        jnp.float32(0),
+        jnp.int32(0),
+        jnp.float32(1),
+    )
+
+
 def _generate(cfg, params, state: DecodeState):
     """One decode step for every slot: feed each slot's last token, sample the next one."""
     cache = state.cache
@@ -194,6 +211,7 @@ class JaxEngine:
         state_sh = self._decode_state_shardings()
         replicated = self.get_prefix_destination_sharding()
         self._insert_jit = jax.jit(_insert, donate_argnames=("state",), out_shardings=state_sh)
+        self._extract_jit = jax.jit(_extract, static_argnames=("width",), out_shardings=replicated)
         self._generate_jit = jax.jit(
             functools.partial(_generate, self.config),
             donate_argnames=("state",),
@@ -287,6 +305,14 @@ class JaxEngine:
         prior_len = 0 if existing_prefix is None else int(existing_prefix.true_length)
         prior_cap = 0 if existing_prefix is None else existing_prefix.k_L[0].shape[1]
         p = bucket_length(true_length, self._max_prefill, self._min_bucket)
+        if prior_cap + p > self._max_cache >= prior_len + p:
+            # The prefix's buffer is wider than needed: drop its unused tail so the padded new
+            # tokens still fit behind the cached ones.
+            keep = lambda xs: tuple(x[:, : self._max_cache - p] for x in xs)
+            existing_prefix = existing_prefix._replace(
+                k_L=keep(existing_prefix.k_L), v_L=keep(existing_prefix.v_L)
+            )
+            prior_cap = self._max_cache - p
         if prior_cap + p > self._max_cache or prior_len + true_length >= self._max_cache:
             raise EngineError(
                 f"prefill: existing prefix ({prior_len} tokens) + prompt ({true_length}) does not "
@@ -413,6 +439,24 @@ class JaxEngine:
         self._params = self._split_params(jax.tree_util.tree_unflatten(treedef, placed))
         self.policy_version = self.policy_version + 1 if version is None else int(version)
         return self.policy_version
+
+    def fits_continuation(self, prior_length: int, new_length: int) -> bool:
+        """Whether `new_length` tokens can be prefilled behind `prior_length` cached ones."""
+        if not 1 <= new_length <= self._max_prefill:
+            return False
+        p = bucket_length(new_length, self._max_prefill, self._min_bucket)
+        return prior_length + p <= self._max_cache and prior_length + new_length < self._max_cache
+
+    def extract_prefix(self, decode_state: DecodeState, slot: int, length: int) -> Prefix:
+        """The KV of slot `slot` (its first `length` cached tokens) as a Prefix to continue from.
+
+        Multi-turn agents pass it back as `existing_prefix`, so a later turn prefills only its
+        new tokens. The width is `length` rounded up to a multiple of 64 (bounded compiles).
+        Call it right after the slot's sample finishes, before the slot is reused.
+        """
+        self._check_slot(slot)
+        width = min(self._max_cache, max(64, -(-int(length) // 64) * 64))
+        return self._extract_jit(decode_state, jnp.int32(slot), width=width)
 
     def compile_counts(self) -> dict[str, int]:
         """How many times each jitted entry point has compiled (one per shape)."""

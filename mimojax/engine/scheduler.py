@@ -36,6 +36,10 @@ class Completion:
     queue_s: float = 0.0  # submit -> prefill start
     ttft_s: float = 0.0  # submit -> first token
     latency_s: float = 0.0  # submit -> finished
+    # With retain_kv: the KV of prompt + tokens[:-1] (the last sampled token is never fed), a
+    # Prefix the next turn passes as existing_prefix so it prefills only its new tokens.
+    kv: object = None
+    cached_length: int = 0  # tokens in `kv` (0 without it)
 
 
 @dataclasses.dataclass
@@ -48,6 +52,9 @@ class _Request:
     truncated: int
     submitted: float
     on_done: Callable | None
+    existing_prefix: object = None  # KV of an earlier turn this prompt continues
+    prior_length: int = 0  # tokens in existing_prefix
+    retain_kv: bool = False
     outputs: list = dataclasses.field(default_factory=list)
     prefix: object = None
     first: tuple | None = None
@@ -92,8 +99,15 @@ class Scheduler:
         n: int = 1,
         keys: Sequence | None = None,
         on_done: Callable | None = None,
+        *,
+        existing_prefix=None,
+        retain_kv: bool = False,
     ) -> _Request:
-        """Queues `n` samples of one prompt; `on_done(request)` runs when all have finished."""
+        """Queues `n` samples of one prompt; `on_done(request)` runs when all have finished.
+
+        `existing_prefix` (a Completion's `kv`) continues an earlier turn: `prompt_ids` are then
+        only the new tokens. `retain_kv` hands each sample's KV back on its Completion.
+        """
         prompt = [int(t) for t in prompt_ids]
         if not prompt:
             raise EngineError(f"request {request_id!r}: empty prompt")
@@ -101,6 +115,13 @@ class Scheduler:
             raise EngineError(f"request {request_id!r}: n={n} must be >= 1")
         limit = self.engine.max_prefill_length
         truncated = 0
+        prior = 0 if existing_prefix is None else int(existing_prefix.true_length)
+        if existing_prefix is not None and not self.engine.fits_continuation(prior, len(prompt)):
+            raise EngineError(
+                f"request {request_id!r}: {len(prompt)} new tokens do not fit behind "
+                f"{prior} cached ones (max_prefill_length={limit}, "
+                f"max_cache_length={self.engine.max_cache_length})"
+            )
         if len(prompt) > limit:
             if self.prompt_overflow == "error":
                 raise EngineError(
@@ -119,6 +140,9 @@ class Scheduler:
             truncated,
             time.perf_counter(),
             on_done,
+            existing_prefix=existing_prefix,
+            prior_length=prior,
+            retain_kv=retain_kv,
             outputs=[None] * n,
             remaining=n,
         )
@@ -182,7 +206,7 @@ class Scheduler:
                 live = self._new_live(req, j, [int(req.first[0][j])], [float(req.first[1][j])])
                 reason = self._stop_reason(live)
                 if reason:
-                    self._finish(live, reason, done)
+                    self._finish(live, reason, done, kv=req.prefix if req.retain_kv else None)
                     continue
                 slot = free.pop(0)
                 self._state = self.engine.insert(req.prefix, self._state, slot, sample=j)
@@ -196,13 +220,14 @@ class Scheduler:
         req.t_prefill = time.perf_counter()
         prefix, first = engine.prefill_multisampling(
             params=engine.load_params(),
+            existing_prefix=req.existing_prefix,
             padded_tokens=np.asarray(req.prompt_ids, np.int32),
             true_length=len(req.prompt_ids),
             sampler=req.sampling,
             num_samples=len(req.outputs),
             rng_keys=req.keys,
         )
-        req.prefix = prefix
+        req.prefix, req.existing_prefix = prefix, None  # the new prefix holds the old KV
         req.first = (np.asarray(prefix.first_token_N), np.asarray(prefix.first_logprob_N))
         req.t_first = time.perf_counter()
         self.stats["prefill_s"] += req.t_first - req.t_prefill
@@ -227,7 +252,11 @@ class Scheduler:
             reason = self._stop_reason(live)
             if reason:
                 del self._live[slot]
-                self._finish(live, reason, done)
+                kv = None
+                if live.request.retain_kv:  # before the slot is reused by the next insert
+                    length = live.request.prior_length + len(live.request.prompt_ids)
+                    kv = self.engine.extract_prefix(self._state, slot, length + len(live.tokens))
+                self._finish(live, reason, done, kv=kv)
 
     def _stop_reason(self, live: _Live) -> str | None:
         req, tokens = live.request, live.tokens
@@ -239,13 +268,15 @@ class Scheduler:
         if len(tokens) >= req.sampling.max_new_tokens:
             return "length"
         # The next step must write the last token into the cache: is there room?
-        if len(req.prompt_ids) + len(tokens) > self.engine.max_cache_length:
+        if req.prior_length + len(req.prompt_ids) + len(tokens) > self.engine.max_cache_length:
             return "length"
         return None
 
-    def _finish(self, live: _Live, reason: str, done: list):
+    def _finish(self, live: _Live, reason: str, done: list, kv=None):
         req = live.request
         now = time.perf_counter()
+        # The cache holds the prompt and every sampled token but the last (never fed back).
+        cached = req.prior_length + len(req.prompt_ids) + max(len(live.tokens) - 1, 0)
         req.outputs[live.sample] = Completion(
             token_ids=live.tokens,
             logprobs=live.logprobs,
@@ -257,6 +288,8 @@ class Scheduler:
             queue_s=(req.t_prefill or now) - req.submitted,
             ttft_s=(req.t_first or now) - req.submitted,
             latency_s=now - req.submitted,
+            kv=kv,
+            cached_length=cached if kv is not None else 0,
         )
         self.stats["completion_tokens"] += len(live.tokens)
         self.stats[f"finish_{reason}"] += 1

@@ -15,6 +15,8 @@ solution that exits 0 at import, or prints "PASS", passes nothing. `assert a == 
 strictly (plain builtin values only), so an object whose `__eq__` always answers True fails.
 """
 
+from __future__ import annotations
+
 import os  # already imported at startup, so never a file from the work dir
 import sys
 
@@ -32,6 +34,11 @@ from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 CHILD = r"""
 def _mj_main():
     import ast, math, os, sys
+    # Everything the check uses is bound here, before the solution runs: patching builtins,
+    # math or os at import time does not change what a test compares or executes.
+    _type, _len, _all, _zip, _bool, _repr, _list, _exec = (
+        type, len, all, zip, bool, repr, list, exec)
+    _isclose, _write, _vars, _items = math.isclose, os.write, vars, dict.items
     token = sys.stdin.readline().strip()
     source = sys.stdin.read()
     sys.stdin.close()
@@ -42,44 +49,44 @@ def _mj_main():
     except Exception:
         pass
     out = os.dup(1)
-    plain = (type(None), bool, int, float, complex, str, bytes)
-    keyable = (type(None), bool, int, float, complex, str, bytes, tuple, frozenset)
+    plain = (_type(None), bool, int, float, complex, str, bytes)
+    keyable = plain + (tuple, frozenset)
 
     def hashable(x, depth):
-        if type(x) not in keyable:
+        if _type(x) not in keyable:
             return False
-        if type(x) in (tuple, frozenset):
-            return depth < 40 and all(hashable(y, depth + 1) for y in x)
+        if _type(x) in (tuple, frozenset):
+            return depth < 40 and _all([hashable(y, depth + 1) for y in x])
         return True
 
     def same(a, b, depth=0):
-        ta, tb = type(a), type(b)
+        ta, tb = _type(a), _type(b)
         if depth > 40:
             return False
         if ta in (int, float) and tb in (int, float):
             if ta is int and tb is int:
                 return a == b
-            return a == b or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+            return a == b or _isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
         if ta is not tb:
             return False
         if ta in plain:
             return a == b
         if ta in (list, tuple):
-            return len(a) == len(b) and all(same(x, y, depth + 1) for x, y in zip(a, b))
+            return _len(a) == _len(b) and _all([same(x, y, depth + 1) for x, y in _zip(a, b)])
         if ta is dict:
-            if not all(hashable(k, depth) for k in list(a) + list(b)):
+            if not _all([hashable(k, depth) for k in _list(a) + _list(b)]):
                 return False
-            return a.keys() == b.keys() and all(same(a[k], b[k], depth + 1) for k in a)
+            return a.keys() == b.keys() and _all([same(a[k], b[k], depth + 1) for k in a])
         if ta in (set, frozenset):
-            return all(hashable(x, depth) for x in list(a) + list(b)) and a == b
+            return _all([hashable(x, depth) for x in _list(a) + _list(b)]) and a == b
         return False
 
     def short(x):
         try:
-            text = repr(x)
+            text = _repr(x)
         except Exception as e:
-            text = "<repr failed: %s>" % type(e).__name__
-        return text if len(text) <= 200 else text[:197] + "..."
+            text = "<repr failed: %s>" % _type(e).__name__
+        return text if _len(text) <= 200 else text[:197] + "..."
 
     def check_eq(a, b):
         if not same(a, b):
@@ -87,7 +94,7 @@ def _mj_main():
         return True
 
     def check_truth(x, want):
-        if type(x) not in plain or bool(x) is not want:
+        if _type(x) not in plain or _bool(x) is not want:
             raise AssertionError("%s is not %s" % (short(x), "truthy" if want else "falsy"))
         return True
 
@@ -96,9 +103,9 @@ def _mj_main():
             t = node.test
 
             def call(name, *args):
-                return ast.Call(ast.Name(name, ast.Load()), list(args), [])
+                return ast.Call(ast.Name(name, ast.Load()), _list(args), [])
 
-            if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq):
+            if isinstance(t, ast.Compare) and _len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq):
                 node.test = call("_mj_eq", t.left, t.comparators[0])
             elif isinstance(t, ast.Call):
                 node.test = call("_mj_truth", t, ast.Constant(True))
@@ -111,10 +118,10 @@ def _mj_main():
     sys.path.insert(0, os.getcwd())
     import solution
 
-    ns = {k: v for k, v in vars(solution).items() if not k.startswith("__")}
+    ns = {k: v for k, v in _items(_vars(solution)) if not k.startswith("__")}
     ns.update(__name__="__test__", _mj_eq=check_eq, _mj_truth=check_truth)
-    exec(code, ns)
-    os.write(out, ("\n" + token + "\n").encode())
+    _exec(code, ns)
+    _write(out, ("\n" + token + "\n").encode())
 
 
 _mj_main()

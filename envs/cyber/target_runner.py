@@ -1,15 +1,18 @@
 """Builds and runs one target program on one input file; runs INSIDE the sandbox.
 
-Sent as the code of one sandboxed call (stdlib only). stdin: a nonce line, then a JSON object
-{"language": "c" | "python", "source": "prog.c", "input": "input.txt", "timeout_s": float,
-"flag": str | null}. Every line it writes starts with the nonce, so output of the target (which
-may run the model's code, e.g. through an eval bug) cannot pass for the verdict:
+Sent as the code of one sandboxed call (stdlib only, Python 3.8+). stdin: a nonce line, then
+a JSON object {"language": "c" | "python", "source": "prog.c", "input": "input.txt",
+"timeout_s": float, "flag": str | null}. Every line it writes starts with the nonce, so output
+of the target (which may run the model's code, e.g. through an eval bug) cannot pass for the
+verdict:
 
     <nonce> {"ready": true}
     <nonce> {"compile_error": "..."}                         (C source that does not build)
     <nonce> {"returncode": -6, "timed_out": false, "sanitizer": true, "flag_leaked": false,
              "stdout": "<tail>", "stderr": "<tail>"}
 """
+
+from __future__ import annotations
 
 import os  # already imported at startup, so never a file from the work dir
 import sys

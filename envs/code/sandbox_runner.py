@@ -171,6 +171,7 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def main() -> None:
+    """Reads the nonce and the tests from stdin; reports each test as it finishes."""
     nonce = sys.stdin.readline().strip()
     spec = json.loads(sys.stdin.read())
     try:  # not dumpable: the solution's processes cannot read this one's memory or fds

@@ -67,6 +67,7 @@ def build(source: str) -> tuple[str | None, str]:
 
 
 def run(argv: list, timeout_s: float) -> tuple[int, bool, bytes, bytes]:
+    """(returncode, timed_out, stdout, stderr) of the target, killed with its group on timeout."""
     proc = subprocess.Popen(
         argv,
         stdin=subprocess.DEVNULL,
@@ -92,6 +93,7 @@ def run(argv: list, timeout_s: float) -> tuple[int, bool, bytes, bytes]:
 
 
 def main() -> None:
+    """Reads the nonce and the spec from stdin; builds, runs and reports the verdict."""
     nonce = sys.stdin.readline().strip()
     spec = json.loads(sys.stdin.read())
     try:  # not dumpable: the target's processes cannot reach this one's memory or pipes

@@ -81,6 +81,21 @@ def get_config(arg=None):
     r.stop_token_ids = ()  # extra ids that end a response, besides the tokenizer's EOS ids
     r.prompt_overflow = "error"  # prompt > data.max_prompt_length: "error" | "truncate_left"
     r.seed = 0  # sampling seed; each prompt and sample derives its own key from it
+    # Agent loops: rows pick theirs with an "agent" field; the limits end a trajectory with
+    # their own finish reason (agent_loop/finish/*). max_new_tokens above bounds each turn.
+    r.agent = ag = ConfigDict()
+    ag.default = "single_turn"  # loop for rows without "agent": "single_turn" | "tool_agent"
+    ag.max_turns = 4  # model turns per trajectory
+    ag.max_tool_calls = 8  # tool calls per trajectory
+    ag.max_response_tokens = 512  # model + tool-observation tokens after the prompt
+    ag.max_wall_s = 120.0  # wall-clock seconds per trajectory
+    ag.reuse_kv = True  # later turns continue the earlier turns' KV cache (prefill new tokens)
+
+    # Model-written code (tools and graders) runs under bubblewrap; see mimojax/sandbox.py.
+    cfg.sandbox = sb = ConfigDict()
+    sb.timeout_s = 5.0  # wall-clock limit of one tool call
+    sb.memory_mb = 512  # address-space limit of one tool call
+    sb.allow_unsandboxed = False  # run without bwrap (NOT isolated; warns on every call)
 
     cfg.algorithm = a = ConfigDict()
     a.adv_estimator = "grpo"  # advantage estimator name (verl: algorithm.adv_estimator)

@@ -166,6 +166,25 @@ def _check_rollout(cfg: ConfigDict, bad) -> None:
         bad(f"rollout.max_concurrent_decodes: must be >= 1, got {r.max_concurrent_decodes}")
     if cfg.data.max_prompt_length < 1:
         bad(f"data.max_prompt_length: must be >= 1, got {cfg.data.max_prompt_length}")
+    _check_agent(cfg, bad)
+
+
+def _check_agent(cfg: ConfigDict, bad) -> None:
+    from mimojax.rollout.agent_loop import AGENT_LOOPS
+
+    ag, sb = cfg.rollout.agent, cfg.sandbox
+    if ag.default not in AGENT_LOOPS:
+        known = ", ".join(sorted(AGENT_LOOPS))
+        bad(f"rollout.agent.default: unknown agent loop '{ag.default}'; registered: {known}")
+    for key in ("max_turns", "max_tool_calls", "max_response_tokens"):
+        if ag[key] < 1:
+            bad(f"rollout.agent.{key}: must be >= 1, got {ag[key]}")
+    if ag.max_wall_s <= 0:
+        bad(f"rollout.agent.max_wall_s: must be > 0, got {ag.max_wall_s}")
+    if sb.timeout_s <= 0:
+        bad(f"sandbox.timeout_s: must be > 0, got {sb.timeout_s}")
+    if sb.memory_mb < 16:
+        bad(f"sandbox.memory_mb: must be >= 16, got {sb.memory_mb}")
 
 
 def _check_model_and_sharding(cfg: ConfigDict, bad) -> None:

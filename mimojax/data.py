@@ -1,7 +1,8 @@
 """Prompt data for the RL trainer: JSONL/Parquet rows -> chat-templated prompt ids -> batches.
 
 Each row holds ``prompt`` (a string, key configurable) or ``messages`` (chat turns), plus
-``ground_truth``, ``env`` (the grader name) and an optional ``extra`` dict. The training
+``ground_truth``, ``env`` (the grader name), an optional ``extra`` dict and an optional
+``agent`` (the agent loop that runs it: ``single_turn``, ``tool_agent``). The training
 iterator is infinite, reshuffles every epoch and checkpoints as a small JSON dict, so
 ``--resume`` continues with exactly the batches an uninterrupted run would have seen.
 """
@@ -109,7 +110,10 @@ def _normalize(row: Any, where: str, source: str, prompt_key: str, default_env) 
         extra = {}
     if not isinstance(extra, Mapping):
         raise DataError(f"{where}: 'extra' must be an object, got {type(extra).__name__}")
-    out.update(ground_truth=str(gt), env=env, extra=dict(extra), source=source)
+    agent = row.get("agent")
+    if agent is not None and (not isinstance(agent, str) or not agent):
+        raise DataError(f"{where}: 'agent' must be an agent loop name, got {agent!r}")
+    out.update(ground_truth=str(gt), env=env, extra=dict(extra), source=source, agent=agent)
     return out
 
 
@@ -166,7 +170,8 @@ class PromptDataset:
         longest = 0
         for path in files:
             for row in read_rows(path, prompt_key=prompt_key, default_env=default_env):
-                ids = encode_chat(tokenizer, chat_messages(row, system_prompt))
+                messages = chat_messages(row, system_prompt)
+                ids = encode_chat(tokenizer, messages)
                 if len(ids) > max_prompt_length:
                     self.num_dropped += 1
                     longest = max(longest, len(ids))
@@ -174,6 +179,8 @@ class PromptDataset:
                 self._rows.append({
                     "prompt_ids": ids, "ground_truth": row["ground_truth"], "env": row["env"],
                     "extra": row["extra"], "source": row["source"], "index": len(self._rows),
+                    # Multi-turn agents re-render the chat with their tools listed.
+                    "messages": messages, "agent": row["agent"],
                 })  # fmt: skip
         if self.num_dropped:
             log.warning(

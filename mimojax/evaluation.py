@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from mimojax.engine.sampling import SamplingParams
-from mimojax.rollout.single_turn import rollout_single_turn
+from mimojax.rollout.agent_loop import AgentSettings, rollout
 
 # Held-out request ids live far from training ones so eval samples never share keys with them.
 _EVAL_REQUEST_BASE = 1 << 30
@@ -29,6 +29,7 @@ def evaluate(
     greedy: SamplingParams,
     sampled: SamplingParams | None = None,
     pass_k: int = 0,
+    agent: AgentSettings | None = None,
 ) -> dict[str, float]:
     """val-core/<env>/acc/greedy, val-core/<env>/pass@k and mean@k; infra failures count as
     wrong and are reported in val-aux/<env>/infra_failures."""
@@ -38,8 +39,14 @@ def evaluate(
     if pass_k > 0 and sampled is not None:
         runs.append(("sampled", sampled, pass_k))
     for kind, sp, n in runs:
-        trajs = rollout_single_turn(
-            engine, tokenizer, examples, n, sp, request_id_base=_EVAL_REQUEST_BASE
+        trajs = rollout(
+            engine,
+            tokenizer,
+            examples,
+            n,
+            sp,
+            agent or AgentSettings(),
+            request_id_base=_EVAL_REQUEST_BASE,
         )
         results = pool.score([t.grader_item() for t in trajs])
         for env, items in _by_env(trajs, results).items():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import math
 import multiprocessing
+import os
 import signal
 import threading
 import time
@@ -68,7 +69,9 @@ class RewardResult:
     valid: bool
     dims: dict[str, float] = field(default_factory=dict)
     error: str | None = None
-    seconds: float = 0.0
+    seconds: float = 0.0  # grader wall time
+    cpu_seconds: float = 0.0  # grader CPU time, its subprocesses (sandboxes) included
+    turn_scores: list[float] | None = None  # per model turn, when the grader gives them
 
 
 def _short(exc: BaseException) -> str:
@@ -92,26 +95,40 @@ def _to_result(out, seconds: float) -> RewardResult:
         if "score" not in out:
             return RewardResult(0.0, False, error="grader returned a dict without 'score'")
         score = _as_number(out["score"])
+        turns = out.get("turn_scores")
+        if turns is not None:
+            turns = [_as_number(v) for v in turns] if isinstance(turns, Sequence) else [None]
+            if any(v is None or not math.isfinite(v) for v in turns):
+                return RewardResult(0.0, False, error="turn_scores must be a list of numbers")
         # Non-numeric entries (an extracted answer string, say) are for humans, not metrics.
-        dims = {str(k): _as_number(v) for k, v in out.items() if k != "score"}
+        skip = ("score", "turn_scores")
+        dims = {str(k): _as_number(v) for k, v in out.items() if k not in skip}
         dims = {k: v for k, v in dims.items() if v is not None}
     else:
-        score, dims = _as_number(out), {}
+        score, dims, turns = _as_number(out), {}, None
     if score is None:
         return RewardResult(0.0, False, error=f"grader returned {type(out).__name__}, not a score")
     bad = [k for k, v in {"score": score, **dims}.items() if not math.isfinite(v)]
     if bad:
         return RewardResult(0.0, False, error=f"non-finite {', '.join(bad)}", seconds=seconds)
-    return RewardResult(score, True, dims, None, seconds)
+    return RewardResult(score, True, dims, None, seconds, turn_scores=turns)
+
+
+def _cpu_s() -> float:
+    t = os.times()  # children: the sandboxes a grader ran and waited for
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _run(fn, item) -> RewardResult:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_s()
     try:
         out = fn(item["response"], item["ground_truth"], item["extra"])
     except BaseException as e:  # noqa: BLE001 - SystemExit from a grader is its failure too
-        return RewardResult(0.0, False, error=_short(e), seconds=time.perf_counter() - start)
-    return _to_result(out, time.perf_counter() - start)
+        result = RewardResult(0.0, False, error=_short(e), seconds=time.perf_counter() - start)
+    else:
+        result = _to_result(out, time.perf_counter() - start)
+    result.cpu_seconds = _cpu_s() - cpu
+    return result
 
 
 def _worker_main(conn) -> None:
@@ -358,11 +375,14 @@ class RewardPool:
 def summarize(results: Sequence[RewardResult]) -> dict[str, float]:
     """Reward-pool metrics: infra failures, timeouts, grader time, and each extra dim's mean."""
     seconds = [r.seconds for r in results]
+    cpu = [r.cpu_seconds for r in results]
     metrics = {
         "reward/infra_failures": float(sum(not r.valid for r in results)),
         "reward/timeouts": float(sum((r.error or "").startswith("timeout") for r in results)),
         "reward/grader_s/mean": sum(seconds) / len(seconds) if seconds else 0.0,
         "reward/grader_s/max": max(seconds, default=0.0),
+        "reward/grader_cpu_s/mean": sum(cpu) / len(cpu) if cpu else 0.0,
+        "reward/grader_cpu_s/sum": sum(cpu),
     }
     dims: dict[str, list[float]] = {}
     for r in results:

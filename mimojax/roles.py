@@ -39,7 +39,15 @@ from mimojax.engine.sampling import SamplingError, SamplingParams
 from mimojax.models.decoder import ValueModel
 from mimojax.models.loader import load_model
 from mimojax.rewards import RewardPool
-from mimojax.roles_settings import LoopSpec, actor_hparams_from_config, loop_spec
+from mimojax.roles_settings import (
+    LoopSpec,
+    actor_hparams_from_config,
+    agent_settings,
+    loop_spec,
+    response_len,
+)
+from mimojax.rollout.agent_loop import AgentSettings
+from mimojax.rollout.agent_loop import rollout as agent_rollout
 from mimojax.train_step import (
     ActorHParams,
     MiniBatchUpdate,
@@ -172,6 +180,15 @@ class Rollout:
     n: int
     prompt_overflow: str
     colocated: bool
+    tokenizer: Any
+    agent: AgentSettings
+
+    def run(self, examples, n: int, sampling: SamplingParams, request_id_base: int, stats=None):
+        """n trajectories per example, each from its row's agent loop (single-turn: batched)."""
+        return agent_rollout(
+            self.engine, self.tokenizer, examples, n, sampling, self.agent,
+            request_id_base=request_id_base, prompt_overflow=self.prompt_overflow, stats=stats,
+        )  # fmt: skip
 
     def sync(self, params, version: int | None = None) -> int:
         """Actor params -> engine (resharded onto the rollout mesh when split); new version."""
@@ -325,6 +342,8 @@ def build_roles(
         n=int(cfg.rollout.n),
         prompt_overflow=cfg.rollout.prompt_overflow,
         colocated=rollout_devices is None,
+        tokenizer=tokenizer,
+        agent=agent_settings(cfg),
     )
     return Roles(
         actor=actor,
@@ -376,6 +395,8 @@ def build_run(cfg: ConfigDict, workdir: str | None = None, devices=None) -> Run:
         rows = prompt_dataset_from_config(cfg, roles.tokenizer, "eval").all_rows()
         eval_examples = rows[: cfg.eval.max_examples or None]
     spec = loop_spec(cfg)
+    if any(ex.get("agent") not in (None, "single_turn") for ex in train_data.all_rows()):
+        spec = dataclasses.replace(spec, response_len=response_len(cfg, multi_turn_rows=True))
     info = {
         **spec.run_info,
         "devices": [str(d) for d in jax.devices()],

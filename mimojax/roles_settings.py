@@ -14,6 +14,8 @@ from ml_collections import ConfigDict
 from mimojax.algos import KLController
 from mimojax.algos.advantage_stage import AdvantageSettings
 from mimojax.algos.registry import POLICY_LOSSES
+from mimojax.rollout.agent_loop import AgentSettings
+from mimojax.rollout.tools import ToolSettings
 from mimojax.train_step import ActorHParams
 
 
@@ -64,6 +66,7 @@ class LoopSpec:
     batch_size: int  # prompts per step (= GRPO groups)
     n: int  # samples per prompt
     max_new_tokens: int
+    response_len: int  # R of a batch: max_new_tokens, or an agent's whole multi-turn budget
     ppo_epochs: int
     mini_batch_size: int  # prompts per optimizer update
     micro_batch_size: int  # samples per forward/backward pass
@@ -103,6 +106,32 @@ def advantage_settings(cfg: ConfigDict) -> AdvantageSettings:
     )
 
 
+def agent_settings(cfg: ConfigDict) -> AgentSettings:
+    """Agent-loop limits (`rollout.agent.*`) and the tools' sandbox limits (`sandbox.*`)."""
+    ag, sb = cfg.rollout.agent, cfg.sandbox
+    return AgentSettings(
+        default=ag.default,
+        max_turns=int(ag.max_turns),
+        max_tool_calls=int(ag.max_tool_calls),
+        max_response_tokens=int(ag.max_response_tokens),
+        max_wall_s=float(ag.max_wall_s),
+        reuse_kv=bool(ag.reuse_kv),
+        tools=ToolSettings(
+            timeout_s=float(sb.timeout_s),
+            memory_mb=int(sb.memory_mb),
+            allow_unsandboxed=bool(sb.allow_unsandboxed),
+        ),
+    )
+
+
+def response_len(cfg: ConfigDict, multi_turn_rows: bool) -> int:
+    """Response columns of a batch: one turn's budget, or a multi-turn agent's whole one."""
+    single = int(cfg.rollout.max_new_tokens)
+    if multi_turn_rows or cfg.rollout.agent.default != "single_turn":
+        return max(single, int(cfg.rollout.agent.max_response_tokens))
+    return single
+
+
 def loop_spec(cfg: ConfigDict) -> LoopSpec:
     """The loop's settings from `trainer.*`, `eval.*`, `checkpoint.*`, `logging.*` ..."""
     t, a, ev, wb = cfg.trainer, cfg.algorithm, cfg.eval, cfg.logging.wandb
@@ -112,6 +141,7 @@ def loop_spec(cfg: ConfigDict) -> LoopSpec:
         batch_size=int(cfg.data.batch_size),
         n=int(cfg.rollout.n),
         max_new_tokens=int(cfg.rollout.max_new_tokens),
+        response_len=response_len(cfg, multi_turn_rows=False),
         ppo_epochs=int(t.ppo_epochs),
         mini_batch_size=int(t.mini_batch_size),
         micro_batch_size=int(t.micro_batch_size),

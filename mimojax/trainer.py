@@ -25,8 +25,8 @@ from mimojax.metrics import RESTART_KEYS, MetricsLogger, Timer, restart_stats, r
 from mimojax.preemption import StepAbandoned, StopRequest
 from mimojax.rewards import summarize
 from mimojax.roles import Run, build_run
+from mimojax.rollout.agent_loop import agent_loop_metrics
 from mimojax.rollout.batch import TrainBatch, build_batch, map_rows
-from mimojax.rollout.single_turn import rollout_single_turn
 from mimojax.train_step import Counts
 
 log = logging.getLogger(__name__)
@@ -98,10 +98,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ one RL step
     def _rollout(self, examples, n, sampling, request_id_base):
-        return rollout_single_turn(
-            self.engine, self.tokenizer, examples, n, sampling, request_id_base=request_id_base,
-            prompt_overflow=self.roles.rollout.prompt_overflow,
-        )  # fmt: skip
+        return self.roles.rollout.run(examples, n, sampling, request_id_base)
 
     def _scoring_passes(self, rb, examples, timer) -> dict:
         """What the advantage stage needs beyond rewards: old / reference log-probs, values,
@@ -147,7 +144,8 @@ class Trainer:
         self._safe_point()
         rb = build_batch(
             trajs, [r.score for r in results], [r.valid for r in results],
-            pad_id=self.roles.pad_id, response_len=spec.max_new_tokens,
+            pad_id=self.roles.pad_id, response_len=spec.response_len,
+            turn_scores=[r.turn_scores for r in results],
         )  # fmt: skip
         passes = self._scoring_passes(rb, examples, timer)
         self._safe_point()  # the last one: from the advantage stage on, the step completes
@@ -173,6 +171,7 @@ class Trainer:
             version = self.roles.rollout.sync(self.actor.state.params)
         values = passes.get("values_BxT")
         metrics.update(rollout_batch_metrics(rb, trajs, mask, adv, returns, values, version))
+        metrics.update(agent_loop_metrics(trajs))
         metrics.update({**summarize(results), **timer.pop()})
         step_s, tokens = time.perf_counter() - t_step, int(rb.attention_mask_BxT.sum())
         self.total_tokens += tokens
@@ -228,7 +227,7 @@ class Trainer:
         r = self.roles.rollout
         return evaluate(
             self.engine, self.tokenizer, self.eval_examples, self.pool,
-            greedy=r.greedy, sampled=r.sampling, pass_k=self.spec.eval_pass_k,
+            greedy=r.greedy, sampled=r.sampling, pass_k=self.spec.eval_pass_k, agent=r.agent,
         )  # fmt: skip
 
     def _eval_due(self) -> bool:

@@ -49,7 +49,8 @@ class RolloutBatch(_Fields):
     attention_mask_BxT: np.ndarray
     response_mask_BxT: np.ndarray
     rollout_logp_BxT: np.ndarray
-    token_rewards_BxT: np.ndarray  # the score on the last response token
+    # The score on the last model token; per-turn grader scores on each turn's last token.
+    token_rewards_BxT: np.ndarray
     scores_B: np.ndarray
     valid_B: np.ndarray
     group_ids_B: np.ndarray
@@ -77,11 +78,13 @@ def build_batch(
     pad_id: int,
     multiple: int = 16,
     response_len: int | None = None,
+    turn_scores: Sequence[Sequence[float] | None] | None = None,
 ) -> RolloutBatch:
     """The padded RolloutBatch of `trajs`; invalid (infra-failed) samples get no loss tokens.
 
     `response_len` fixes R (the rollout's max_new_tokens rounded up to 8): one response shape,
-    so one compile per P bucket.
+    so one compile per P bucket. `turn_scores[b]`, when a grader gave them, adds each model
+    turn's score on that turn's last token (credit to turns, for token-level estimators).
     """
     B = len(trajs)
     P = bucket(max(len(t.prompt_ids) for t in trajs), multiple)
@@ -103,7 +106,11 @@ def build_batch(
         if valid_B[b] and r > 0:
             resp[b, P : P + r] = t.response_mask
             logp[b, P : P + r] = t.rollout_logprobs
-            rewards[b, P + r - 1] = scores_B[b]
+            ends = t.turn_ends or [r - 1]
+            rewards[b, P + ends[-1]] = scores_B[b]  # the last model token (not an observation)
+            per_turn = turn_scores[b] if turn_scores is not None else None
+            for end, score in zip(ends, per_turn or ()):
+                rewards[b, P + end] += score
     return RolloutBatch(
         input_ids_BxT=ids,
         attention_mask_BxT=attn,

@@ -14,11 +14,22 @@ class Trajectory:
     rollout_logprobs: list[float]  # engine's log-probs of response_ids (processed distribution)
     response_mask: list[int]  # 1 on model-written tokens, 0 on tool/observation tokens
     policy_version: int  # engine weights version when the first token was sampled
-    finish_reason: str  # "stop" | "length" | "abort"
+    # "stop" | "length" | "abort"; agents also "max_turns" | "max_tool_calls" | "max_tokens" |
+    # "max_context" | "timeout"
+    finish_reason: str
     group: int  # index of the prompt within the step's batch (GRPO group id)
     sample: int  # index of this sample among the prompt's n
     example: dict  # the data row (ground_truth, env, extra, source)
-    response_text: str = ""
+    response_text: str = ""  # the final model turn's text (what a single-answer grader reads)
+    # Multi-turn agents (empty for single-turn): where each model turn ends in response_ids,
+    # the weights version of each turn, the turns' texts, the files the tools left behind.
+    turn_ends: list[int] = dataclasses.field(default_factory=list)
+    turn_versions: list[int] = dataclasses.field(default_factory=list)
+    turn_texts: list[str] = dataclasses.field(default_factory=list)
+    artifacts: dict = dataclasses.field(default_factory=dict)
+    agent: str = "single_turn"
+    # Counters and seconds of the agent loop (tool calls, errors, prefill tokens, timings).
+    stats: dict = dataclasses.field(default_factory=dict)
 
     def grader_item(self) -> dict:
         """What a grader sees of this trajectory (the reward pool's item)."""
@@ -26,5 +37,11 @@ class Trajectory:
             "env": self.example["env"],
             "response": self.response_text,
             "ground_truth": self.example["ground_truth"],
-            "extra": self.example.get("extra", {}),
+            "extra": self._grader_extra(),
         }
+
+    def _grader_extra(self) -> dict:
+        extra = dict(self.example.get("extra", {}))
+        if self.turn_texts:  # multi-turn: graders may read every turn and the tools' files
+            extra.update(turns=list(self.turn_texts), artifacts=dict(self.artifacts))
+        return extra

@@ -1,0 +1,184 @@
+"""Agent loops, registered by name and chosen per data row (`agent`) or by the config's default.
+
+`rollout(...)` is what the trainer and evaluation call. A batch whose rows are all `single_turn`
+takes the batched offline path (one prefill per prompt feeds its n samples). Otherwise every
+sample is its own asyncio task on one AsyncEngineClient: while one waits for a tool, the others
+keep decoding. A loop is `async fn(ctx, example, group, sample) -> Trajectory`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+from collections.abc import Sequence
+
+from mimojax.engine.client import AsyncEngineClient
+from mimojax.engine.sampling import SamplingParams, sample_key
+from mimojax.registry import Registry
+from mimojax.rollout.chat import ChatRenderer
+from mimojax.rollout.single_turn import rollout_single_turn
+from mimojax.rollout.tools import ToolSettings
+from mimojax.rollout.trajectory import Trajectory
+
+AGENT_LOOPS = Registry("agent loop")
+
+
+def register_agent_loop(name: str, *aliases: str):
+    """Decorator registering `async fn(ctx, example, group, sample) -> Trajectory`."""
+    return AGENT_LOOPS.register(name, *aliases)
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentSettings:
+    """Per-trajectory limits of multi-turn loops (config `rollout.agent.*`)."""
+
+    default: str = "single_turn"  # the loop of rows without an `agent` field
+    max_turns: int = 4  # model turns per trajectory
+    max_tool_calls: int = 8  # tool calls per trajectory
+    max_response_tokens: int = 512  # model + observation tokens after the prompt
+    max_wall_s: float = 120.0  # wall-clock seconds per trajectory
+    reuse_kv: bool = True  # later turns continue the earlier turns' KV (prefill new tokens only)
+    tools: ToolSettings = ToolSettings()
+
+
+@dataclasses.dataclass
+class AgentContext:
+    """What every loop of one rollout shares."""
+
+    client: AsyncEngineClient
+    tokenizer: object
+    renderer: ChatRenderer
+    sampling: SamplingParams
+    settings: AgentSettings
+    request_id_base: int
+
+    @property
+    def engine(self):
+        return self.client.engine
+
+    def request_id(self, group: int) -> int:
+        """The same id the batched single-turn path gives prompt `group` (same samples)."""
+        return self.request_id_base + group
+
+    def key(self, group: int, sample: int, turn: int = 0):
+        """Turn 0 draws like the batched path; later turns from their own fold of the key."""
+        path = (self.request_id(group), sample) + ((turn,) if turn else ())
+        return sample_key(self.sampling.seed, *path)
+
+
+def agent_name(example: dict, settings: AgentSettings) -> str:
+    """The loop that runs `example`: its `agent` field, else the config's default."""
+    return example.get("agent") or settings.default
+
+
+def rollout(
+    engine,
+    tokenizer,
+    examples: Sequence[dict],
+    n: int,
+    sampling: SamplingParams,
+    settings: AgentSettings | None = None,
+    *,
+    request_id_base: int = 0,
+    prompt_overflow: str = "error",
+    stats: dict | None = None,
+) -> list[Trajectory]:
+    """n trajectories per example, group-major, each from its row's agent loop."""
+    settings = settings or AgentSettings()
+    names = [agent_name(ex, settings) for ex in examples]
+    for name in set(names):
+        AGENT_LOOPS[name]  # noqa: B018  (an unknown name fails before any generation)
+    if all(name == "single_turn" for name in names):
+        return rollout_single_turn(
+            engine,
+            tokenizer,
+            examples,
+            n,
+            sampling,
+            request_id_base=request_id_base,
+            prompt_overflow=prompt_overflow,
+            stats=stats,
+        )
+
+    async def run_all():
+        client = AsyncEngineClient(engine, prompt_overflow)
+        ctx = AgentContext(
+            client, tokenizer, ChatRenderer(tokenizer), sampling, settings, request_id_base
+        )
+        tasks = [
+            AGENT_LOOPS[name](ctx, ex, g, j)
+            for g, (ex, name) in enumerate(zip(examples, names))
+            for j in range(n)
+        ]
+        try:
+            return await asyncio.gather(*tasks)
+        finally:
+            await client.aclose()
+            if stats is not None:
+                stats.update(client.scheduler.stats)
+
+    return list(asyncio.run(run_all()))
+
+
+@register_agent_loop("single_turn")
+async def single_turn(ctx: AgentContext, example: dict, group: int, sample: int) -> Trajectory:
+    """One generation: the same tokens as the batched path for the same request id."""
+    prompt = list(example["prompt_ids"])
+    c = await ctx.client.generate(
+        (ctx.request_id(group), sample), prompt, ctx.sampling, keys=[ctx.key(group, sample)]
+    )
+    return Trajectory(
+        prompt_ids=prompt[len(prompt) - c.prompt_length :],
+        response_ids=list(c.token_ids),
+        rollout_logprobs=list(c.logprobs),
+        response_mask=[1] * len(c.token_ids),
+        policy_version=c.policy_version,
+        finish_reason=c.finish_reason,
+        group=group,
+        sample=sample,
+        example=example,
+        response_text=ctx.tokenizer.decode(c.token_ids, skip_special_tokens=True),
+    )
+
+
+def agent_loop_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
+    """num_turns/*, tool_call_counts/*, agent_loop/* over a step's multi-turn trajectories."""
+    agents = [t for t in trajs if t.agent != "single_turn"]
+    if not agents:
+        return {}
+    out: dict[str, float] = {}
+
+    def stats(prefix, values):
+        values = [float(v) for v in values]
+        out[f"{prefix}/mean"] = sum(values) / len(values)
+        out[f"{prefix}/max"] = max(values)
+        out[f"{prefix}/min"] = min(values)
+
+    stats("num_turns", [len(t.turn_ends) for t in agents])
+    stats("tool_call_counts", [t.stats.get("tool_calls", 0) for t in agents])
+    totals = collections.Counter()
+    for t in agents:
+        totals.update({k: v for k, v in t.stats.items() if isinstance(v, int | float)})
+    per_traj = len(agents)
+    for key in ("tool_s", "gen_s", "wall_s"):
+        out[f"agent_loop/{key}/mean"] = totals[key] / per_traj
+    out["agent_loop/wall_s/max"] = max(t.stats.get("wall_s", 0.0) for t in agents)
+    calls = max(totals["tool_calls"], 1)
+    out["agent_loop/tool_errors"] = float(totals["tool_errors"])
+    out["agent_loop/tool_error_rate"] = totals["tool_errors"] / calls
+    for kind in ("parse", "unknown_tool", "bad_arguments", "tool_exception", "limit"):
+        out[f"agent_loop/tool_errors/{kind}"] = float(totals[f"tool_errors/{kind}"])
+    reasons = collections.Counter(t.finish_reason for t in agents)
+    for reason, count in reasons.items():
+        out[f"agent_loop/finish/{reason}"] = count / per_traj
+    if totals["history_prefill_tokens"]:
+        out["agent_loop/prefill_tokens/mean"] = totals["prefill_tokens"] / per_traj
+        out["agent_loop/prefill_saved_ratio"] = 1.0 - (
+            totals["prefill_tokens"] / totals["history_prefill_tokens"]
+        )
+    return out
+
+
+# Registers "tool_agent" (imported last: it uses the registry above).
+from mimojax.rollout import tool_agent  # noqa: E402, F401

@@ -115,7 +115,8 @@ def sampling_from_config(cfg: ConfigDict, greedy: bool = False) -> SamplingParam
 
 
 def engine_from_config(cfg: ConfigDict, model, tokenizer, mesh: Mesh | None = None) -> JaxEngine:
-    """A JaxEngine sized by data.max_prompt_length, rollout.max_new_tokens and slots."""
+    """A JaxEngine sized by data.max_prompt_length, the response budget (rollout.max_new_tokens,
+    or rollout.agent.max_response_tokens for multi-turn agents) and slots."""
     prefill = int(cfg.data.max_prompt_length)
     try:
         return JaxEngine(
@@ -123,7 +124,7 @@ def engine_from_config(cfg: ConfigDict, model, tokenizer, mesh: Mesh | None = No
             tokenizer,
             max_concurrent_decodes=int(cfg.rollout.max_concurrent_decodes),
             max_prefill_length=prefill,
-            max_cache_length=prefill + int(cfg.rollout.max_new_tokens),
+            max_cache_length=prefill + response_len(cfg),
             mesh=mesh,
         )
     except EngineError as e:
@@ -395,8 +396,6 @@ def build_run(cfg: ConfigDict, workdir: str | None = None, devices=None) -> Run:
         rows = prompt_dataset_from_config(cfg, roles.tokenizer, "eval").all_rows()
         eval_examples = rows[: cfg.eval.max_examples or None]
     spec = loop_spec(cfg)
-    if any(ex.get("agent") not in (None, "single_turn") for ex in train_data.all_rows()):
-        spec = dataclasses.replace(spec, response_len=response_len(cfg, multi_turn_rows=True))
     info = {
         **spec.run_info,
         "devices": [str(d) for d in jax.devices()],

@@ -14,6 +14,7 @@ from ml_collections import ConfigDict
 from mimojax.algos import KLController
 from mimojax.algos.advantage_stage import AdvantageSettings
 from mimojax.algos.registry import POLICY_LOSSES
+from mimojax.data import read_rows
 from mimojax.rollout.agent_loop import AgentSettings
 from mimojax.rollout.tools import ToolSettings
 from mimojax.train_step import ActorHParams
@@ -124,10 +125,23 @@ def agent_settings(cfg: ConfigDict) -> AgentSettings:
     )
 
 
-def response_len(cfg: ConfigDict, multi_turn_rows: bool) -> int:
-    """Response columns of a batch: one turn's budget, or a multi-turn agent's whole one."""
+def uses_agent_loops(cfg: ConfigDict) -> bool:
+    """Whether the default loop or any data row (`agent` field) is multi-turn."""
+    if cfg.rollout.agent.default != "single_turn":
+        return True
+    d = cfg.data
+    for path in [*d.train_files, *d.eval_files]:
+        rows = read_rows(path, prompt_key=d.prompt_key, default_env=d.get("default_env", None))
+        if any(row["agent"] not in (None, "single_turn") for row in rows):
+            return True
+    return False
+
+
+def response_len(cfg: ConfigDict) -> int:
+    """Response tokens per trajectory: one turn's budget, or a multi-turn agent's whole one
+    (the batch's R and the engine's cache beyond the prompt)."""
     single = int(cfg.rollout.max_new_tokens)
-    if multi_turn_rows or cfg.rollout.agent.default != "single_turn":
+    if uses_agent_loops(cfg):
         return max(single, int(cfg.rollout.agent.max_response_tokens))
     return single
 
@@ -141,7 +155,7 @@ def loop_spec(cfg: ConfigDict) -> LoopSpec:
         batch_size=int(cfg.data.batch_size),
         n=int(cfg.rollout.n),
         max_new_tokens=int(cfg.rollout.max_new_tokens),
-        response_len=response_len(cfg, multi_turn_rows=False),
+        response_len=response_len(cfg),
         ppo_epochs=int(t.ppo_epochs),
         mini_batch_size=int(t.mini_batch_size),
         micro_batch_size=int(t.micro_batch_size),

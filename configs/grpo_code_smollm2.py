@@ -72,7 +72,7 @@ def agentic_world(cfg, args, train_file, eval_file, workdir):
     cfg.trainer.time_limit_minutes = float(args["minutes"])
     cfg.trainer.eval_at_minutes = ()
     cfg.trainer.mini_batch_size = 2
-    cfg.trainer.micro_batch_size = 4
+    cfg.trainer.micro_batch_size = 8  # one GRPO step's 8 samples: splits over 1, 2, 4, 8 devices
     cfg.trainer.seed = int(args["seed"])
     cfg.trainer.workdir = workdir
 

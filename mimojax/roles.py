@@ -48,6 +48,7 @@ from mimojax.roles_settings import (
 )
 from mimojax.rollout.agent_loop import AgentSettings
 from mimojax.rollout.agent_loop import rollout as agent_rollout
+from mimojax.sandbox import ALLOW_UNSANDBOXED_ENV
 from mimojax.train_step import (
     ActorHParams,
     MiniBatchUpdate,
@@ -131,6 +132,15 @@ def engine_from_config(cfg: ConfigDict, model, tokenizer, mesh: Mesh | None = No
         raise ConfigError(
             f"rollout.max_concurrent_decodes / data.max_prompt_length / rollout.max_new_tokens: {e}"
         ) from None
+
+
+def _reward_pool(cfg: ConfigDict) -> RewardPool:
+    """The grader pool; its workers inherit the run's sandbox.allow_unsandboxed choice."""
+    if cfg.sandbox.allow_unsandboxed:
+        os.environ[ALLOW_UNSANDBOXED_ENV] = "1"
+    else:
+        os.environ.pop(ALLOW_UNSANDBOXED_ENV, None)
+    return RewardPool(int(cfg.reward.num_workers), float(cfg.reward.timeout_s))
 
 
 # ---------------------------------------------------------------- the roles
@@ -351,7 +361,7 @@ def build_roles(
         reference=reference,
         critic=critic,
         rollout=rollout,
-        reward=RewardPool(int(cfg.reward.num_workers), float(cfg.reward.timeout_s)),
+        reward=_reward_pool(cfg),
         tokenizer=tokenizer,
         fingerprint=fingerprint,
     )

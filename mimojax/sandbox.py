@@ -60,6 +60,13 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 BWRAP: str | None = shutil.which("bwrap")  # read at call time; tests point it elsewhere
+# Set by the trainer from `sandbox.allow_unsandboxed`, so graders in reward-pool workers (which
+# call run_untrusted with the default) follow the run's choice.
+ALLOW_UNSANDBOXED_ENV = "MIMOJAX_ALLOW_UNSANDBOXED"
+
+
+def _allowed(allow_unsandboxed: bool) -> bool:
+    return allow_unsandboxed or os.environ.get(ALLOW_UNSANDBOXED_ENV) == "1"
 PRLIMIT: str | None = shutil.which("prlimit")  # util-linux; inside the sandbox via /usr or /bin
 PROG = "/run/prog"  # the program's dir inside: read-only, outside the work dir
 LANGUAGES = {"python": ".py", "bash": ".sh", "sh": ".sh"}
@@ -202,7 +209,7 @@ def _run_in_box(
         bwrap = _bwrap_path(bwrap_path)
         check_available(bwrap)
     except SandboxUnavailable:
-        if not allow_unsandboxed:
+        if not _allowed(allow_unsandboxed):
             raise
         bwrap = None
     for name in os.listdir(box.prog):
@@ -334,9 +341,9 @@ class SandboxSession:
         self.limits = Limits(
             timeout_s, cpu_s, memory_mb, max_processes, max_output_bytes, max_file_bytes
         )
-        self.allow_unsandboxed = allow_unsandboxed
+        self.allow_unsandboxed = _allowed(allow_unsandboxed)
         self.bwrap_path = bwrap_path
-        if not allow_unsandboxed:
+        if not self.allow_unsandboxed:
             check_available(bwrap_path)  # fail at construction, not at the first tool call
         for path in files or {}:
             checked_rel(path)

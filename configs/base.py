@@ -27,6 +27,12 @@ def get_config(arg=None):
     m.value_head = False  # add a scalar value head (the critic); needed by adv_estimator="gae"
     m.remat = "dots"  # layer recompute in backward: none|full|dots (verl: gradient_checkpointing)
     m.logprob_chunk_size = 1024  # tokens per logits chunk when computing logprobs; 0 = no chunks
+    # LoRA adapters (verl: model.lora_rank / lora_alpha / target_modules); rank 0 = off.
+    m.lora = lo = ConfigDict()
+    lo.rank = 0  # adapter rank r; > 0 trains only the adapters (the base weights stay frozen)
+    lo.alpha = 16.0  # scale alpha / r on the adapter's output
+    lo.dropout = 0.0  # dropout on the adapter's input during training
+    lo.targets = (r".*_proj",)  # regexes over linear names (q|k|v|o|gate|up|down_proj): all
 
     cfg.mesh = mesh = ConfigDict()  # device mesh; axis sizes, -1 = all remaining devices
     mesh.data = 1  # pure data parallelism (params replicated)
@@ -149,6 +155,8 @@ def get_config(arg=None):
     cr.warmup_steps = 0  # steps the critic trains before the actor starts (verl: critic_warmup)
 
     cfg.reward = rw = ConfigDict()  # the reward pool
+    rw.backend = "local"  # "local" (worker processes here) | "ray" (Ray tasks on a cluster)
+    rw.ray_address = "auto"  # backend "ray": cluster to join; "auto" = running, "local" = new
     rw.num_workers = 2  # grader processes; 0 = grade in the trainer process (no timeouts)
     rw.timeout_s = 10.0  # a grader call past this is killed and flagged as an infra failure
     rw.overlong_buffer = ob = ConfigDict()  # DAPO soft overlong punishment

@@ -39,8 +39,10 @@ def agentic_world(cfg, args, train_file, eval_file, workdir):
     cfg.model.name_or_path = args["model"]
     cfg.model.dtype = "float32"
     cfg.model.param_dtype = "float32"
-    cfg.model.remat = "none"
-    cfg.model.logprob_chunk_size = 0
+    # Trajectories of ~1k tokens (prompt with tools + turns): recompute layers in backward and
+    # take log-probs in chunks, or one 8-row pass asks XLA for ~30 GB.
+    cfg.model.remat = "full"
+    cfg.model.logprob_chunk_size = 256
 
     cfg.data.train_files = (str(train_file),)
     cfg.data.eval_files = (str(eval_file),)
@@ -73,6 +75,7 @@ def agentic_world(cfg, args, train_file, eval_file, workdir):
     cfg.trainer.eval_at_minutes = ()
     cfg.trainer.mini_batch_size = 2
     cfg.trainer.micro_batch_size = 8  # one GRPO step's 8 samples: splits over 1, 2, 4, 8 devices
+    cfg.trainer.micro_batch_tokens = 2048  # ... in passes of at most 2048 padded tokens
     cfg.trainer.seed = int(args["seed"])
     cfg.trainer.workdir = workdir
 

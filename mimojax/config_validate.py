@@ -214,6 +214,27 @@ def _check_model_and_sharding(cfg: ConfigDict, bad) -> None:
             bad(f"sharding.overrides.{name}: {unknown} in '{axes}' are not mesh axes {MESH_AXES}")
 
 
+def _check_lora(lo: ConfigDict, bad) -> None:
+    # Whether the targets match a linear of the model is checked where adapters are attached
+    # (mimojax.models.lora.add_lora), against the model's own names.
+    import re
+
+    if not isinstance(lo.rank, int) or lo.rank < 0:
+        bad(f"model.lora.rank: must be an int >= 0 (0 = off), got {lo.rank}")
+    if lo.alpha <= 0.0:
+        bad(f"model.lora.alpha: must be > 0, got {lo.alpha}")
+    if not 0.0 <= lo.dropout < 1.0:
+        bad(f"model.lora.dropout: must be in [0, 1), got {lo.dropout}")
+    targets = (lo.targets,) if isinstance(lo.targets, str) else tuple(lo.targets)
+    if not targets:
+        bad("model.lora.targets: give at least one regex over linear names (e.g. '.*_proj')")
+    for pattern in targets:
+        try:
+            re.compile(pattern)
+        except (re.error, TypeError) as e:
+            bad(f"model.lora.targets: {pattern!r} is not a regex ({e})")
+
+
 def _check_optimizer_and_io(cfg: ConfigDict, bad) -> None:
     opt = cfg.optimizer
     if opt.lr < 0.0:
@@ -307,6 +328,7 @@ def validate(cfg: ConfigDict, num_devices: int | None = None) -> ConfigDict:
     _check_algorithm(cfg, problems.append)
     _check_rollout(cfg, problems.append)
     _check_model_and_sharding(cfg, problems.append)
+    _check_lora(cfg.model.lora, problems.append)
     _check_optimizer_and_io(cfg, problems.append)
     _check_trainer(cfg, problems.append)
     if problems:

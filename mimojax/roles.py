@@ -39,6 +39,7 @@ from mimojax.engine.sampling import SamplingError, SamplingParams
 from mimojax.models.decoder import ValueModel
 from mimojax.models.loader import load_model
 from mimojax.rewards import RewardPool
+from mimojax.roles_lora import attach_lora
 from mimojax.roles_settings import (
     LoopSpec,
     actor_hparams_from_config,
@@ -159,6 +160,11 @@ class Actor:
     logprob_stats: Callable  # (params, ids, attn, prompt_len) -> (logp_BxT, sum_pi_squared_BxT)
     on_policy: bool  # one update per batch: the old policy is the current one
     hparams: ActorHParams  # the policy loss settings (static in the jitted update)
+    merge: Callable | None = None  # LoRA: adapters (state.params) -> merged full weights
+
+    def full_params(self):
+        """The policy's full weights (LoRA: the base with the adapters merged in)."""
+        return self.state.params if self.merge is None else self.merge(self.state.params)
 
 
 @dataclasses.dataclass
@@ -193,6 +199,7 @@ class Rollout:
     colocated: bool
     tokenizer: Any
     agent: AgentSettings
+    merge: Callable | None = None  # LoRA: adapters -> merged weights, so the engine stays plain
 
     def run(self, examples, n: int, sampling: SamplingParams, request_id_base: int, stats=None):
         """n trajectories per example, each from its row's agent loop (single-turn: batched)."""
@@ -203,6 +210,8 @@ class Rollout:
 
     def sync(self, params, version: int | None = None) -> int:
         """Actor params -> engine (resharded onto the rollout mesh when split); new version."""
+        if self.merge is not None:
+            params = self.merge(params)
         return self.engine.update_params(params, version=version)
 
 
@@ -263,6 +272,12 @@ def _engine_model(model, mesh: Mesh, rules):
     return nnx.merge(graphdef, jax.device_put(state, sh.param_shardings(state, mesh, rules)))
 
 
+def _jit_logprobs(frozen=None, **kw):
+    """sequence_logprobs jitted with `kw` fixed; LoRA's `frozen` base goes in as an argument."""
+    fn = jax.jit(functools.partial(sequence_logprobs, **kw), static_argnames=("prompt_len",))
+    return fn if frozen is None else functools.partial(fn, frozen=frozen)
+
+
 def updates_per_step(cfg: ConfigDict) -> int:
     """Optimizer updates per RL step: PPO epochs x mini-batches."""
     return int(cfg.trainer.ppo_epochs) * (
@@ -280,7 +295,10 @@ def build_roles(
     a, t = cfg.algorithm, cfg.trainer
     actor_devices, rollout_devices = role_devices(cfg, devices)
     model, tokenizer, mesh, rules = load_actor_model(cfg, actor_devices)
+    lora = attach_lora(cfg, model, mesh, rules)  # None unless model.lora.rank > 0
     fingerprint = model_fingerprint(model.config)
+    if lora is not None:
+        fingerprint["lora"] = lora.fingerprint
     if on_loaded is not None:
         on_loaded(fingerprint)
     total_updates = int(t.total_steps) * updates_per_step(cfg)
@@ -291,7 +309,8 @@ def build_roles(
     )
     hp = actor_hparams_from_config(cfg, on_policy=on_policy)
     actor_opt = make_optimizer(cfg.optimizer, total_updates)
-    graphdef, params = _split_params(model)
+    graphdef, params = _split_params(model) if lora is None else (lora.graphdef, lora.adapters)
+    frozen = None if lora is None else lora.frozen
     actor_state = _on_mesh(init_state(params, actor_opt), mesh)
     logprob_kw = dict(
         graphdef=graphdef,
@@ -300,28 +319,31 @@ def build_roles(
         top_p=hp.top_p,
         chunk=hp.logprob_chunk,
     )
-    logprobs = jax.jit(
-        functools.partial(sequence_logprobs, **logprob_kw), static_argnames=("prompt_len",)
-    )
+    logprobs = _jit_logprobs(frozen, **logprob_kw)
     actor = Actor(
         mesh=mesh,
         graphdef=graphdef,
         state=actor_state,
         schedule=make_schedule(cfg.optimizer, total_updates),
         update=make_actor_update(
-            graphdef=graphdef, hp=hp, optimizer=actor_opt, state_shardings=_shardings(actor_state)
+            graphdef=graphdef,
+            hp=hp,
+            optimizer=actor_opt,
+            state_shardings=_shardings(actor_state),
+            frozen=frozen,
         ),
         logprobs=logprobs,
-        logprob_stats=jax.jit(
-            functools.partial(sequence_logprobs, sum_pi_squared=True, **logprob_kw),
-            static_argnames=("prompt_len",),
-        ),
+        logprob_stats=_jit_logprobs(frozen, sum_pi_squared=True, **logprob_kw),
         on_policy=on_policy,
         hparams=hp,
+        merge=None if lora is None else lora.merge,
     )
     reference = None
-    if a.use_kl_loss or a.use_kl_in_reward:
+    if (a.use_kl_loss or a.use_kl_in_reward) and lora is None:
         reference = Reference(jax.tree.map(jnp.copy, params), logprobs)
+    elif a.use_kl_loss or a.use_kl_in_reward:  # LoRA: the base itself, adapters off; no copy
+        base_logprobs = _jit_logprobs(**{**logprob_kw, "graphdef": lora.base_graphdef})
+        reference = Reference(lora.frozen, base_logprobs)
     critic = None
     if ADVANTAGE_ESTIMATORS.traits(a.adv_estimator).needs_values:
         critic_def, critic_params = _split_params(ValueModel.from_decoder(model, seed=int(t.seed)))
@@ -355,6 +377,7 @@ def build_roles(
         colocated=rollout_devices is None,
         tokenizer=tokenizer,
         agent=agent_settings(cfg),
+        merge=None if lora is None else lora.merge,
     )
     return Roles(
         actor=actor,

@@ -26,6 +26,7 @@ from flax import nnx
 from mimojax.algos import KL_ESTIMATORS, POLICY_LOSSES, rollout_correction, value_loss
 from mimojax.algos.ops import masked_mean
 from mimojax.models.logprobs import token_logprobs
+from mimojax.models.lora import lora_model
 from mimojax.rollout.batch import TrainBatch
 
 
@@ -169,8 +170,16 @@ def apply_gradients(state: TrainState, loss, grads, *, optimizer, role: str):
     return new_state, metrics
 
 
-def _actor_loss(params, mb: TrainBatch, counts: Counts, *, graphdef, hp: ActorHParams):
-    model = nnx.merge(graphdef, params)
+def _policy(graphdef, params, frozen, ids_BxT=None):
+    """The policy module: `params` alone, or (LoRA) adapters `params` over the `frozen` base
+    weights; given the micro-batch's `ids_BxT` the adapters' dropout is on (training)."""
+    if frozen is None:
+        return nnx.merge(graphdef, params)
+    return lora_model(graphdef, frozen, params, ids_BxT)
+
+
+def _actor_loss(params, mb: TrainBatch, counts: Counts, frozen, *, graphdef, hp: ActorHParams):
+    model = _policy(graphdef, params, frozen, mb.input_ids_BxT)
     mask = mb.response_mask_BxT.astype(jnp.float32)
     logp, entropy = token_logprobs(
         model,
@@ -218,10 +227,13 @@ def _actor_loss(params, mb: TrainBatch, counts: Counts, *, graphdef, hp: ActorHP
     return loss, metrics
 
 
-def actor_grads(params, micro_TB: TrainBatch, counts: Counts, *, graphdef, hp: ActorHParams):
+def actor_grads(
+    params, micro_TB: TrainBatch, counts: Counts, frozen=None, *, graphdef, hp: ActorHParams
+):
     """(loss, grads, metrics) of the policy loss summed over a stack of same-shape micro-batches
-    ([M, micro_B, T] leaves); `micro_TB.prompt_len` columns hold only prompt (no LM head)."""
-    loss_fn = functools.partial(_actor_loss, counts=counts, graphdef=graphdef, hp=hp)
+    ([M, micro_B, T] leaves); `micro_TB.prompt_len` columns hold only prompt (no LM head).
+    With `frozen` (LoRA's base weights) `params` are the adapters: the only gradients."""
+    loss_fn = functools.partial(_actor_loss, counts=counts, frozen=frozen, graphdef=graphdef, hp=hp)
     return _accumulate(loss_fn, params, micro_TB)
 
 
@@ -251,9 +263,11 @@ def _critic_loss(params, mb: TrainBatch, counts: Counts, *, graphdef, clip_range
 
 
 def critic_grads(
-    params, micro_TB: TrainBatch, counts: Counts, *, graphdef, clip_range_value, agg_mode
-):
-    """(loss, grads, metrics) of the value loss summed over a stack of same-shape micro-batches."""
+    params, micro_TB: TrainBatch, counts: Counts, frozen=None, *, graphdef, clip_range_value,
+    agg_mode,
+):  # fmt: skip
+    """(loss, grads, metrics) of the value loss summed over a stack of same-shape micro-batches
+    (`frozen` is unused: the critic trains all its weights)."""
     loss_fn = functools.partial(
         _critic_loss,
         counts=counts,
@@ -303,8 +317,11 @@ class MiniBatchUpdate:
     per shape), sum the gradients, then apply once. Same numbers either way, up to summation order.
     """
 
-    def __init__(self, grads_fn, optimizer, role: str, state_shardings=None):
+    def __init__(self, grads_fn, optimizer, role: str, state_shardings=None, frozen=None):
         self.role = role
+        # Weights every update reads but never trains (LoRA's base): a jit argument, not a
+        # closure, which would bake them into the compiled program as constants.
+        self.frozen = frozen
         apply = functools.partial(apply_gradients, optimizer=optimizer, role=role)
         # With the state's shardings (a TrainState of Shardings), outputs are pinned to them and
         # metrics replicated: the state's layout never drifts between updates or after a restore.
@@ -315,8 +332,8 @@ class MiniBatchUpdate:
             out = {"out_shardings": (state_shardings, rep)}
             grads_out = {"out_shardings": (rep, state_shardings.params, rep)}
 
-        def fused(state, micro_TB, counts):
-            loss, grads, metrics = grads_fn(state.params, micro_TB, counts)
+        def fused(state, micro_TB, counts, frozen):
+            loss, grads, metrics = grads_fn(state.params, micro_TB, counts, frozen)
             new_state, m = apply(state, loss, grads)
             return new_state, {**metrics, **m}
 
@@ -331,10 +348,10 @@ class MiniBatchUpdate:
         if not stacks:
             raise ValueError("MiniBatchUpdate: a mini-batch needs at least one micro-batch")
         if len(stacks) == 1:
-            return self.fused(state, stacks[0], counts)
+            return self.fused(state, stacks[0], counts, self.frozen)
         loss, grads, per_stack = None, None, []
         for s in stacks:
-            l_s, g_s, m_s = self.grads(state.params, s, counts)
+            l_s, g_s, m_s = self.grads(state.params, s, counts, self.frozen)
             per_stack.append((int(s.input_ids_BxT.shape[0]), m_s))
             loss, grads = (l_s, g_s) if grads is None else (loss + l_s, self._add(grads, g_s))
         new_state, m = self.apply(state, loss, grads)
@@ -342,11 +359,12 @@ class MiniBatchUpdate:
 
 
 def make_actor_update(
-    *, graphdef, hp: ActorHParams, optimizer, state_shardings=None
+    *, graphdef, hp: ActorHParams, optimizer, state_shardings=None, frozen=None
 ) -> MiniBatchUpdate:
-    """The policy's jitted mini-batch update (outputs pinned to `state_shardings` if given)."""
+    """The policy's jitted mini-batch update (outputs pinned to `state_shardings` if given;
+    with `frozen` base weights, LoRA: the state's params are the adapters)."""
     grads_fn = functools.partial(actor_grads, graphdef=graphdef, hp=hp)
-    return MiniBatchUpdate(grads_fn, optimizer, "actor", state_shardings)
+    return MiniBatchUpdate(grads_fn, optimizer, "actor", state_shardings, frozen)
 
 
 def make_critic_update(
@@ -377,12 +395,14 @@ def sequence_logprobs(
     chunk,
     prompt_len=1,
     sum_pi_squared=False,
+    frozen=None,
 ):
-    """Per-token logprobs of a batch under `params` (old-policy and reference passes).
+    """Per-token logprobs of a batch under `params` (old-policy and reference passes; with
+    `frozen` base weights, LoRA adapters `params` over them, no dropout).
 
     With `sum_pi_squared` (static): (logp_BxT, sum_pi_squared_BxT), the second being
     sum_v p(v)^2 at each position (the optimal-token-baseline estimators' statistic)."""
-    model = nnx.merge(graphdef, params)
+    model = _policy(graphdef, params, frozen)
     outs = token_logprobs(
         model, ids_BxT, attn_BxT, temperature, chunk, top_k, top_p, prompt_len, sum_pi_squared
     )

@@ -15,6 +15,7 @@ from flax import nnx
 
 from mimojax.models.attention import attention, causal_mask
 from mimojax.models.config import ModelConfig
+from mimojax.models.lora import LoRASettings, lora_linear
 from mimojax.models.remat import apply_remat
 from mimojax.models.rope import apply_rope, rope_cos_sin
 
@@ -67,10 +68,12 @@ class DecoderLayers(nnx.Module):
         self.gate_proj = _param(rngs, (L, E, M), ("layers", "embed", "mlp"), pd)
         self.up_proj = _param(rngs, (L, E, M), ("layers", "embed", "mlp"), pd)
         self.down_proj = _param(rngs, (L, M, E), ("layers", "mlp", "embed"), pd)
+        self.lora: LoRASettings | None = None  # set by mimojax.models.lora.add_lora
 
     def stacked(self) -> dict[str, jax.Array]:
-        """The per-layer parameter arrays, each [num_layers, ...], as a plain dict for scan."""
-        return {k: v[...] for k, v in nnx.state(self, nnx.Param).items()}
+        """The per-layer arrays, each [num_layers, ...], as a plain dict for scan (with LoRA:
+        the adapters too, and in a training forward the dropout keys)."""
+        return {k: v[...] for k, v in nnx.state(self).items()}
 
 
 def dense(x, w, n_in: int = 1):
@@ -84,19 +87,23 @@ def dense(x, w, n_in: int = 1):
     return (x2 @ w.reshape(math.prod(w_in), -1)).reshape(*lead, *w_out)
 
 
-def decoder_block(p: dict, x_BxTxE, cos_sin, attend, cfg: ModelConfig):
+def _linear(x, p: dict, name: str, lora: LoRASettings | None, n_in: int = 1):
+    return dense(x, p[name], n_in) if lora is None else lora_linear(x, p, name, lora, n_in)
+
+
+def decoder_block(p: dict, x_BxTxE, cos_sin, attend, cfg: ModelConfig, lora=None):
     """One block: x + attn(norm(x)); then x + mlp(norm(x)).
 
     `attend(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD) -> [B, T, H, D]` takes this block's new queries,
     keys and values: it attends within them (training) or stores k/v in a cache and attends
-    over that (the engine).
+    over that (the engine). `lora` (LoRASettings) adds the adapters `p` holds to their linears.
     """
     dt = jnp.dtype(cfg.dtype)
-    p = {k: v.astype(dt) for k, v in p.items()}
+    p = {k: v.astype(dt) if jnp.issubdtype(v.dtype, jnp.floating) else v for k, v in p.items()}
     h = rms_norm(x_BxTxE, p["attn_norm"], cfg.rms_norm_eps)
-    q_BxTxHxD = dense(h, p["q_proj"])
-    k_BxTxKxD = dense(h, p["k_proj"])
-    v_BxTxKxD = dense(h, p["v_proj"])
+    q_BxTxHxD = _linear(h, p, "q_proj", lora)
+    k_BxTxKxD = _linear(h, p, "k_proj", lora)
+    v_BxTxKxD = _linear(h, p, "v_proj", lora)
     if cfg.attention_bias:
         q_BxTxHxD += p["q_bias"]
         k_BxTxKxD += p["k_bias"]
@@ -108,11 +115,11 @@ def decoder_block(p: dict, x_BxTxE, cos_sin, attend, cfg: ModelConfig):
     q_BxTxHxD = apply_rope(q_BxTxHxD, cos, sin)
     k_BxTxKxD = apply_rope(k_BxTxKxD, cos, sin)
     attn_BxTxHxD = attend(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD)
-    x_BxTxE = x_BxTxE + dense(attn_BxTxHxD, p["o_proj"], n_in=2)
+    x_BxTxE = x_BxTxE + _linear(attn_BxTxHxD, p, "o_proj", lora, n_in=2)
     h = rms_norm(x_BxTxE, p["mlp_norm"], cfg.rms_norm_eps)
-    gate_BxTxM = dense(h, p["gate_proj"])
-    up_BxTxM = dense(h, p["up_proj"])
-    mlp_BxTxE = dense(jax.nn.silu(gate_BxTxM) * up_BxTxM, p["down_proj"])
+    gate_BxTxM = _linear(h, p, "gate_proj", lora)
+    up_BxTxM = _linear(h, p, "up_proj", lora)
+    mlp_BxTxE = _linear(jax.nn.silu(gate_BxTxM) * up_BxTxM, p, "down_proj", lora)
     return x_BxTxE + mlp_BxTxE
 
 
@@ -152,7 +159,8 @@ class Decoder(nnx.Module):
         cos_sin = rope_cos_sin(positions, cfg)
         x_BxTxE = jnp.take(self.embed[...], input_ids_BxT, axis=0).astype(jnp.dtype(cfg.dtype))
         attend = lambda q, k, v: attention(q, k, v, mask, impl=cfg.attention_impl)
-        body = lambda x, p: (decoder_block(p, x, cos_sin, attend, cfg), None)
+        lora = self.layers.lora
+        body = lambda x, p: (decoder_block(p, x, cos_sin, attend, cfg, lora), None)
         x_BxTxE, _ = jax.lax.scan(apply_remat(body, cfg.remat), x_BxTxE, self.layers.stacked())
         return rms_norm(x_BxTxE, self.final_norm[...], cfg.rms_norm_eps)
 

@@ -149,7 +149,7 @@ def cmd_export(args) -> int:
     trainer.close()
     model, tokenizer, _, _ = load_actor_model(cfg)
     graphdef, state = nnx.split(model)
-    nnx.replace_by_pure_dict(state, trainer.actor.state.params)
+    nnx.replace_by_pure_dict(state, trainer.actor.full_params())  # LoRA: adapters merged
     save_hf(nnx.merge(graphdef, state), tokenizer, args.out)
     print(f"step {trainer.step} -> {args.out}")
     return 0

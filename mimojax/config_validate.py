@@ -18,6 +18,7 @@ LR_SCHEDULES = ("constant", "cosine", "linear")
 KL_CTRL_TYPES = ("fixed", "adaptive")
 ROLLOUT_IS_LEVELS = (None, "token", "sequence")
 WANDB_MODES = ("online", "offline", "disabled")
+REWARD_BACKENDS = ("local", "ray")
 
 
 def resolve_mesh_shape(mesh_cfg: ConfigDict, num_devices: int) -> dict[str, int]:
@@ -274,6 +275,18 @@ def _check_trainer(cfg: ConfigDict, bad) -> None:
         bad(f"reward.num_workers: must be >= 0, got {cfg.reward.num_workers}")
     if cfg.reward.timeout_s <= 0:
         bad(f"reward.timeout_s: must be > 0, got {cfg.reward.timeout_s}")
+    if cfg.reward.backend not in REWARD_BACKENDS:
+        bad(f"reward.backend: '{cfg.reward.backend}' is not one of {REWARD_BACKENDS}")
+    elif cfg.reward.backend == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            bad("reward.backend: 'ray' needs Ray, not installed here: pip install 'mimojax[ray]'")
+        if not isinstance(cfg.reward.ray_address, str) or not cfg.reward.ray_address:
+            bad(
+                "reward.ray_address: 'auto' (join a running cluster), 'local' (start one) or "
+                f"'host:port', got {cfg.reward.ray_address!r}"
+            )
     if cfg.trainer.eval_every < 0:
         bad(f"trainer.eval_every: must be >= 0 (0 = never), got {cfg.trainer.eval_every}")
     if (cfg.trainer.eval_every > 0 or cfg.trainer.eval_at_minutes) and not cfg.data.eval_files:

@@ -136,11 +136,16 @@ def engine_from_config(cfg: ConfigDict, model, tokenizer, mesh: Mesh | None = No
 
 
 def _reward_pool(cfg: ConfigDict) -> RewardPool:
-    """The grader pool; its workers inherit the run's sandbox.allow_unsandboxed choice."""
+    """The grader pool (local processes, or Ray tasks with reward.backend = "ray"); its workers
+    inherit the run's sandbox.allow_unsandboxed choice."""
     if cfg.sandbox.allow_unsandboxed:
         os.environ[ALLOW_UNSANDBOXED_ENV] = "1"
     else:
         os.environ.pop(ALLOW_UNSANDBOXED_ENV, None)
+    if cfg.reward.backend == "ray":
+        from mimojax.rewards_ray import RayRewardPool  # Ray is an optional extra
+
+        return RayRewardPool(str(cfg.reward.ray_address), float(cfg.reward.timeout_s))
     return RewardPool(int(cfg.reward.num_workers), float(cfg.reward.timeout_s))
 
 

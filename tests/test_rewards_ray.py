@@ -68,13 +68,19 @@ def cluster():
     env = dict(os.environ)
     env.pop(ALLOW_UNSANDBOXED_ENV, None)
     env.pop("RAY_ADDRESS", None)
+    # Ray >= 2.5x turns token authentication on by default and keeps the token in ~/.ray, which a
+    # head and a driver started at different times can disagree on; a loopback-only throwaway
+    # cluster needs none. The driver (this process) must use the same mode as the head.
+    env["RAY_AUTH_MODE"] = "disabled"
+    saved_auth_mode = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
     # Workers inherit the raylet's environment: they import tests.reward_fixtures from the repo.
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     ray_cli = Path(sys.executable).with_name("ray")
     cmd = [
         str(ray_cli), "start", "--head", "--block", f"--port={port}",
         f"--temp-dir={temp_dir}", "--num-cpus=2", "--object-store-memory=100000000",
-        "--include-dashboard=false", "--disable-usage-stats",
+        "--include-dashboard=false", "--disable-usage-stats", "--node-ip-address=127.0.0.1",
     ]  # fmt: skip
     # --block keeps `ray start` in the foreground; its own session holds the cluster's processes
     # (GCS, raylet, workers), so the teardown kills exactly those and nothing of anyone else's.
@@ -110,6 +116,10 @@ def cluster():
                 time.sleep(0.5)
         head.wait(timeout=10)
         shutil.rmtree(temp_dir, ignore_errors=True)
+        if saved_auth_mode is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = saved_auth_mode
         assert not _live_members(pgid), f"Ray processes left behind: {_live_members(pgid)}"
 
 

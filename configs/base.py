@@ -202,5 +202,11 @@ def get_config(arg=None):
     # what the platform allows between SIGTERM and SIGKILL (docker stop: 10 s, Kubernetes: 30 s).
     ck.preemption_grace_s = 30.0  # seconds; a stop whose save takes longer says so
 
+    # Prices for the cost figures of the report and dashboard (mimojax/run_costs.py); recorded in
+    # run_info.json. 0 = unknown: then they show device- and CPU-seconds but no $.
+    cfg.cost = co = ConfigDict()
+    co.device_per_hour = 0.0  # $ per accelerator-hour (each of the run's devices, held all along)
+    co.cpu_per_hour = 0.0  # $ per host CPU-core-hour (each core of the trainer host)
+
     cfg.lock()
     return cfg

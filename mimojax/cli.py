@@ -118,6 +118,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gen.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     gen.set_defaults(func=cmd_generate, takes_config=False)
+
+    dash = sub.add_parser(
+        "dashboard", help="live page of runs' metrics: curves, costs, restarts", allow_abbrev=False
+    )
+    dash.add_argument("workdirs", nargs="+", metavar="WORKDIR", help="runs to show side by side")
+    dash.add_argument("--port", type=int, default=8050, help="0 = any free port")
+    dash.add_argument("--host", default="127.0.0.1")
+    dash.add_argument("--interval", type=float, default=2.0, help="seconds between page polls")
+    dash.add_argument("--target", type=float, default=None, help="held-out accuracy target (0-1)")
+    dash.set_defaults(func=cmd_dashboard, takes_config=False)
     from mimojax import cli_train
 
     cli_train.register(sub)
@@ -277,6 +287,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
             print(tokenizer.decode(list(ids), skip_special_tokens=True))
             if several:
                 print()
+    return 0
+
+
+# ---------------------------------------------------------------- dashboard
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """Serve the live dashboard for the given run directories until Ctrl-C."""
+    from mimojax.dashboard.server import serve
+
+    try:
+        serve(args.workdirs, args.host, args.port, args.interval, args.target)
+    except (FileNotFoundError, OSError) as e:
+        print(f"mimojax dashboard: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

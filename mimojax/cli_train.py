@@ -42,6 +42,7 @@ def register(sub) -> None:
 
     rep = sub.add_parser("report", help="(re)write WORKDIR/report.html", allow_abbrev=False)
     rep.add_argument("workdir")
+    rep.add_argument("--target", type=float, default=None, help="held-out accuracy target (0-1)")
     rep.set_defaults(func=cmd_report, takes_config=False)
 
     ex = sub.add_parser(
@@ -133,7 +134,7 @@ def cmd_sft(args) -> int:
 def cmd_report(args) -> int:
     from mimojax.report import write_report
 
-    print(write_report(args.workdir))
+    print(write_report(args.workdir, target=args.target))
     return 0
 
 

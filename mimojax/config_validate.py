@@ -256,6 +256,9 @@ def _check_optimizer_and_io(cfg: ConfigDict, bad) -> None:
         bad(f"checkpoint.keep: must be >= 1, got {cfg.checkpoint.keep}")
     if cfg.checkpoint.preemption_grace_s <= 0:
         bad(f"checkpoint.preemption_grace_s: must be > 0, got {cfg.checkpoint.preemption_grace_s}")
+    for key in ("device_per_hour", "cpu_per_hour"):
+        if not cfg.cost[key] >= 0.0 or cfg.cost[key] == float("inf"):  # NaN fails >= too
+            bad(f"cost.{key}: must be a finite price >= 0 (0 = unknown), got {cfg.cost[key]}")
 
 
 def _check_trainer(cfg: ConfigDict, bad) -> None:

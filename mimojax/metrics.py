@@ -177,6 +177,39 @@ def read_metrics(path_or_workdir: str) -> list[dict]:
     return rows
 
 
+def read_metrics_from(path_or_workdir: str, offset: int = 0) -> tuple[list[dict], int]:
+    """The complete lines logged from byte `offset` on, and the offset to read from next.
+
+    For following a live run: a last line still being written is left for the next call.
+    A file shorter than `offset` was rewritten (a resume keeps only the checkpointed steps):
+    then this raises EOFError and the caller starts again from 0.
+    """
+    path = _metrics_path(path_or_workdir)
+    if not os.path.isfile(path):
+        return [], 0
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() < offset:
+            raise EOFError(f"{path} is shorter than {offset} bytes: rewritten")
+        f.seek(offset)
+        data = f.read()
+    end = data.rfind(b"\n") + 1
+    rows = []
+    for line in data[:end].decode("utf-8").split("\n"):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: a line after byte {offset} is not JSON ({e.msg})") from None
+        step = row.get("step") if isinstance(row, dict) else None
+        if isinstance(step, bool) or not isinstance(step, (int, float)) or step != int(step):
+            raise ValueError(f"{path}: a line after byte {offset} has no integer 'step'")
+        row["step"] = int(step)
+        rows.append(row)
+    return rows, offset + end
+
+
 def rows_by_step(rows: list[dict]) -> list[dict]:
     """One row per step, sorted by step; lines repeating a step merge, later values winning."""
     by_step: dict[int, dict] = {}

@@ -14,6 +14,7 @@ import json
 import math
 import os
 
+from mimojax.metrics import read_metrics
 from mimojax.report_summary import (
     eval_points,
     finite,
@@ -24,6 +25,7 @@ from mimojax.report_summary import (
     series,
     summarize_run,
 )
+from mimojax.run_costs import cost_summary, restart_summary
 
 __all__ = ["read_run_info", "read_run_rows", "summarize_run", "write_report"]
 
@@ -293,7 +295,47 @@ table{border-collapse:collapse;margin:0.5em 0}td,th{border:1px solid #ccc;paddin
 text-align:left;font-size:14px}img{max-width:100%}h1{font-size:22px}h2{font-size:18px}"""
 
 
-def _html(workdir: str, summary: dict, panels, info: dict | None, last: dict | None) -> str:
+def _usd(v) -> str:
+    return "rates not set (cost.device_per_hour, cost.cpu_per_hour)" if v is None else f"${v:,.4g}"
+
+
+def _costs_html(c: dict, restarts: dict) -> str:
+    """Device/CPU-seconds per phase, $ per step and in total, $ to the target, restarts."""
+    devs = f"{c['devices']} device(s)" + ("" if c["devices_known"] else " (not recorded: 1)")
+    cpus = f"{c['cpus']} CPU core(s)" + ("" if c["cpus_known"] else " (not recorded: 1)")
+    rows = [
+        ("held", f"{devs}, {cpus}"),
+        ("device-seconds / CPU-seconds", f"{c['device_s_total']:,.0f} / {c['cpu_s_total']:,.0f}"),
+        ("$ per step", _usd(c["usd_per_step"])),
+        ("$ in total (training + eval)", _usd(c["usd_total"])),
+    ]
+    if "grader_cpu_s" in c:
+        rows.append(("grader CPU-seconds (measured)", f"{c['grader_cpu_s']:,.1f}"))
+    if c["target"] is not None:
+        hit = c["to_target"]
+        when = "not reached"
+        if hit is not None:
+            when = f"step {hit['step']}, {hit['billed_s'] / 60:.1f} min billed, {_usd(hit['usd'])}"
+        rows.append((f"to held-out {100 * c['target']:.1f}%", when))
+    r = restarts
+    lost = f"{r['steps_redone']:.0f} steps redone, {r['wall_s_lost']:.0f} s lost"
+    lost += f", {_usd(r['usd_lost'])}"
+    rows.append(("restarts", f"{r['count']} ({r['source']}): {lost}"))
+    phases = [
+        (p, f"{s:,.1f}", f"{c['device_s'][p]:,.1f}", f"{c['cpu_s'][p]:,.1f}")
+        for p, s in c["phase_s"].items()
+    ]
+    return "\n".join(
+        [
+            "<h2>Compute and cost</h2>",
+            _table(rows),
+            _table(phases, ("phase", "seconds", "device-seconds", "CPU-seconds")),
+        ]
+    )
+
+
+def _html(workdir: str, summary: dict, panels, info: dict | None, last: dict | None,
+          costs: str = "") -> str:  # fmt: skip
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         f"<title>run report: {html.escape(workdir)}</title><style>{_CSS}</style></head><body>",
@@ -308,6 +350,7 @@ def _html(workdir: str, summary: dict, panels, info: dict | None, last: dict | N
             for p, s in summary["phase_s"].items()
         ]
         parts += ["<h3>Seconds per step by phase</h3>", _table(rows, ("phase", "s/step", "share"))]
+    parts.append(costs)
     if panels:
         parts.append("<h2>Plots</h2>")
     for title, png in panels:
@@ -323,8 +366,11 @@ def _html(workdir: str, summary: dict, panels, info: dict | None, last: dict | N
     return "\n".join(parts)
 
 
-def write_report(workdir: str, out_dir: str | None = None) -> str:
-    """Write report.html (self-contained) and report.png for a run; return the html path."""
+def write_report(workdir: str, out_dir: str | None = None, target: float | None = None) -> str:
+    """Write report.html (self-contained) and report.png for a run; return the html path.
+
+    `target`: a held-out accuracy (0..1) whose time and $ to reach the report states.
+    """
     rows = read_run_rows(workdir)
     info = read_run_info(os.path.join(workdir, "run_info.json"))
     summary = summarize_run(rows)
@@ -334,7 +380,11 @@ def write_report(workdir: str, out_dir: str | None = None) -> str:
     with open(os.path.join(out_dir, "report.png"), "wb") as f:
         f.write(grid)
     train = [r for r in rows if is_train_row(r)]
-    page = _html(os.path.abspath(workdir), summary, panels, info, train[-1] if train else None)
+    costs = _costs_html(
+        cost_summary(rows, info, target), restart_summary(read_metrics(workdir), info)
+    )
+    last = train[-1] if train else None
+    page = _html(os.path.abspath(workdir), summary, panels, info, last, costs)
     path = os.path.join(out_dir, "report.html")
     with open(path, "w", encoding="utf-8") as f:
         f.write(page)

@@ -437,6 +437,7 @@ def build_run(cfg: ConfigDict, workdir: str | None = None, devices=None) -> Run:
     info = {
         **spec.run_info,
         "devices": [str(d) for d in jax.devices()],
+        "cpus": os.cpu_count(),  # host cores, for CPU-seconds (mimojax/run_costs.py)
         "train_rows": len(train_data),
         "train_rows_dropped": train_data.num_dropped,
         "eval_rows": len(eval_examples),

@@ -187,5 +187,6 @@ def loop_spec(cfg: ConfigDict) -> LoopSpec:
             "batch": f"{cfg.data.batch_size} prompts x {cfg.rollout.n} samples",
             "max_new_tokens": int(cfg.rollout.max_new_tokens),
             "roles": "colocated" if not tuple(cfg.roles.rollout.devices) else "split",
+            "cost": {k: float(v) for k, v in cfg.cost.items()},  # $/hour, 0 = unknown
         },
     )

@@ -299,6 +299,8 @@ def test_resolve_mesh_shape():
         ("model.param_dtype=float64", "model.param_dtype"),
         ("optimizer.schedule=step", "optimizer.schedule"),
         ("logging.wandb.mode=cloud", "logging.wandb.mode"),
+        ("cost.device_per_hour=-1", "cost.device_per_hour"),
+        ("cost.cpu_per_hour=nan", "cost.cpu_per_hour"),
     ],
 )
 def test_out_of_range_values(override, key):

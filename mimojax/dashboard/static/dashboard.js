@@ -106,6 +106,9 @@ function series(rows, key) {
   return { x, y };
 }
 
+// One color per run (so runs compare across panels), one dash or bar shade per metric.
+const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"];
+const DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"];
 const label = (r, text) => (runs.length > 1 ? `${r.name} · ${text}` : text);
 
 // Cumulative billed seconds per step, as run_costs.billed_seconds: step time + eval time.
@@ -131,23 +134,30 @@ function tracesFor(p, missing) {
     const s = r.summary || {};
     let mine = [];
     if (p.kind === "line" || p.kind === "stack") {
-      for (const key of matching(rows, p.keys)) {
+      matching(rows, p.keys).forEach((key, k) => {
         const { x, y } = series(rows, key);
         const short = p.kind === "stack" ? key.replace("timing_s/", "") : key;
         const t = { x, y, name: label(r, short), legendgroup: r.name };
         if (p.kind === "stack" && runs.length === 1) t.type = "bar";
-        else t.mode = "lines+markers";
+        else {
+          t.mode = x.length > 60 ? "lines" : "lines+markers";
+          t.line = { color: COLORS[i % COLORS.length], dash: DASHES[k % DASHES.length] };
+          t.marker = { size: 4 };
+        }
+        if (key.endsWith("wall_s_lost")) t.yaxis = "y2"; // seconds beside counts
         mine.push(t);
-      }
+      });
     } else if (p.kind === "compare_time" || p.kind === "compare_cost") {
       const ev = (s.evals || []).filter((e) => (p.kind === "compare_time" ? num(e.train_minutes) : true));
       if (ev.length) {
         const x = ev.map((e) => (p.kind === "compare_time" ? e.train_minutes : allPriced ? e.usd : e.device_hours));
-        mine.push({ x, y: ev.map((e) => 100 * e.acc), name: r.name, mode: "lines+markers" });
+        const color = COLORS[i % COLORS.length];
+        mine.push({ x, y: ev.map((e) => 100 * e.acc), name: r.name, mode: "lines+markers", line: { color } });
       }
     } else if (p.kind === "cost" && s.costs && rows.length) {
       const { x, y } = cumulativeCost(r, rows);
-      mine.push({ x, y, name: label(r, s.costs.priced ? "$" : "device-hours"), mode: "lines" });
+      const name = label(r, s.costs.priced ? "$" : "device-hours");
+      mine.push({ x, y, name, mode: "lines", line: { color: COLORS[i % COLORS.length] } });
     }
     if (!mine.length) missing.push(r.name);
     traces.push(...mine);
@@ -163,6 +173,10 @@ function layoutFor(p) {
     xaxis: { title: { text: "step" } },
   };
   if (p.kind === "stack") layout.barmode = "stack";
+  if (p.id === "restarts") {
+    layout.yaxis2 = { overlaying: "y", side: "right", title: { text: "seconds lost" } };
+    layout.legend.x = 1.15;
+  }
   if (p.kind === "compare_time") layout.xaxis.title.text = "training wall time (min)";
   if (p.kind === "compare_cost") {
     const priced = runs.every((r) => r.summary && r.summary.costs && r.summary.costs.priced);
@@ -253,12 +267,17 @@ function renderTable(sec, plot, note) {
   }
   sec.dataset.state = "plot";
   note.textContent = "";
+  plot.style.display = "flex";
+  plot.style.flexWrap = "wrap";
+  plot.style.gap = "24px";
   for (const r of ready) {
-    plot.appendChild(el("h3", {}, r.name));
-    plot.appendChild(table(runRows(r)));
+    const col = el("div");
+    plot.appendChild(col);
+    col.appendChild(el("h3", {}, r.name));
+    col.appendChild(table(runRows(r)));
     const c = r.summary.costs;
     const phases = Object.keys(c.phase_s);
-    plot.appendChild(table(phases.map((ph) => [ph, fmt(c.phase_s[ph], 1), fmt(c.device_s[ph], 1), fmt(c.cpu_s[ph], 1)]), ["phase", "seconds", "device-s", "CPU-s"]));
+    col.appendChild(table(phases.map((ph) => [ph, fmt(c.phase_s[ph], 1), fmt(c.device_s[ph], 1), fmt(c.cpu_s[ph], 1)]), ["phase", "seconds", "device-s", "CPU-s"]));
   }
 }
 

@@ -27,6 +27,11 @@ def register(sub) -> None:
         "memory_analysis() next to the planner's (small models only)",
     )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved config (after overrides) before the plan",
+    )
     p.set_defaults(func=cmd_plan, takes_config=True)
 
 
@@ -117,6 +122,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config, args.overrides)
     result = plan(cfg, _devices(args.devices))
+    if args.print_config:
+        print(f"resolved config {args.config} {' '.join(args.overrides)}:\n{cfg}")
     if args.xla:
         import jax
 

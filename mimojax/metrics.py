@@ -19,6 +19,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from mimojax.progress import RichBar, enter_phase, exit_phase, use_rich
+
 METRIC_NAMES = {
     "critic/score/mean": "mean grader score of the step's valid samples (also /max, /min)",
     "critic/rewards/mean": "mean per-sample reward after shaping (overlong, in-reward KL)",
@@ -59,9 +61,11 @@ class Timer:
     @contextmanager
     def __call__(self, name: str):
         t0 = time.perf_counter()
+        enter_phase(name)  # the terminal bar shows the phase running now
         try:
             yield
         finally:
+            exit_phase(name)
             self._s[name] += time.perf_counter() - t0
 
     def pop(self) -> dict[str, float]:
@@ -252,6 +256,8 @@ class MetricsLogger:
             self._file = open(self.path, "a")
         self.progress = progress
         self._t0, self._start = time.perf_counter(), int(start_step)
+        # a rich bar on a terminal; plain lines (one per step) in logs and pipes
+        self._bar = RichBar(total_steps, start_step) if progress and use_rich() else None
         self._wandb = None
         if wandb_mode != "disabled":
             self._wandb = _init_wandb(
@@ -265,7 +271,9 @@ class MetricsLogger:
             self._file.flush()
         if self._wandb is not None:
             self._wandb.log({k: v for k, v in row.items() if v is not None}, step=int(step))
-        if self.progress:
+        if self._bar is not None:
+            self._bar.update(step, self._line(row).split(" | ", 1)[-1])
+        elif self.progress:
             print(self._line(row), file=sys.stderr, flush=True)
 
     def _line(self, row: dict) -> str:
@@ -291,6 +299,9 @@ class MetricsLogger:
         return " | ".join(parts)
 
     def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
         if self._file is not None:
             self._file.close()
             self._file = None

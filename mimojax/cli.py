@@ -131,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     from mimojax import cli_train
 
     cli_train.register(sub)
+    from mimojax import cli_serve
+
+    cli_serve.register(sub)
     from mimojax import cli_plan
 
     cli_plan.register(sub)

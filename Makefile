@@ -23,6 +23,12 @@ $(STAMP): pyproject.toml
 		apt-get install -y -qq bubblewrap >/dev/null 2>&1; } || \
 		echo "mimojax: could not install bubblewrap; the code sandbox is unavailable"; \
 	else echo "mimojax: the code sandbox needs bubblewrap: sudo apt-get install bubblewrap"; fi
+	# envs/visual renders pages in the system chromium (Playwright never downloads its own).
+	@command -v chromium >/dev/null || if [ "$$(id -u)" = 0 ]; then \
+		apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && \
+		apt-get install -y -qq chromium >/dev/null 2>&1; } || \
+		echo "mimojax: could not install chromium; the visual world cannot render"; \
+	else echo "mimojax: the visual world needs chromium: sudo apt-get install -y chromium"; fi
 	touch $(STAMP)
 
 setup: $(STAMP)

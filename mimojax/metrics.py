@@ -185,8 +185,8 @@ def read_metrics_from(path_or_workdir: str, offset: int = 0) -> tuple[list[dict]
     """The complete lines logged from byte `offset` on, and the offset to read from next.
 
     For following a live run: a last line still being written is left for the next call.
-    A file shorter than `offset` was rewritten (a resume keeps only the checkpointed steps):
-    then this raises EOFError and the caller starts again from 0.
+    A file shorter than `offset`, or where `offset` no longer starts a line, was rewritten (a
+    resume keeps only the checkpointed steps): then this raises EOFError; read again from 0.
     """
     path = _metrics_path(path_or_workdir)
     if not os.path.isfile(path):
@@ -195,6 +195,10 @@ def read_metrics_from(path_or_workdir: str, offset: int = 0) -> tuple[list[dict]
         f.seek(0, os.SEEK_END)
         if f.tell() < offset:
             raise EOFError(f"{path} is shorter than {offset} bytes: rewritten")
+        if offset > 0:  # a rewrite that has already grown back rarely ends a line there
+            f.seek(offset - 1)
+            if f.read(1) != b"\n":
+                raise EOFError(f"{path}: byte {offset} no longer starts a line: rewritten")
         f.seek(offset)
         data = f.read()
     end = data.rfind(b"\n") + 1

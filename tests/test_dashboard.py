@@ -143,6 +143,9 @@ def test_read_metrics_from_follows_appends(tmp_path):
     path.write_text(full)  # a resume rewrote the file shorter
     with pytest.raises(EOFError):
         read_metrics_from(str(path), offset)
+    path.write_text(full + json.dumps({"step": 2, "a": 20.0, "b": 1}) + "\n")  # ... and longer
+    with pytest.raises(EOFError):
+        read_metrics_from(str(path), offset)
 
 
 def test_report_states_costs_and_restarts(tmp_path):
@@ -252,3 +255,27 @@ def test_page_without_metrics_says_not_logged(browser, tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_cli_serves_page_plotly_and_polls(tmp_path):
+    import subprocess
+    import sys
+    import urllib.request
+
+    run = write_run(tmp_path / "run", synthetic_lines())
+    cmd = [sys.executable, "-m", "mimojax.cli", "dashboard", run, "--port", "0", "--target", "0.5"]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        assert line.startswith("dashboard: http://127.0.0.1:"), line
+        url = line.split()[1]
+        page = urllib.request.urlopen(url).read().decode()
+        assert '<script src="/plotly.min.js">' in page and "cdn" not in page.lower()
+        js = urllib.request.urlopen(url + "plotly.min.js").read()
+        assert len(js) > 1_000_000 and b"plotly" in js[:2000].lower()
+        poll = json.loads(urllib.request.urlopen(url + "api/poll?c=-1:0").read())
+        (got,) = poll["runs"]
+        assert got["total"] == 5 and got["summary"]["costs"]["to_target"]["step"] == 2
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -1,7 +1,8 @@
 """Grader of the music world: the model's ABC parsed by music21, one reward dimension per rule.
 
 The piece is the last ```abc (or bare ```) block of the response, else the text from its first
-`X:` line on. It must hold two voices (V:1 melody, V:2 bass). Each rule scores 0 or 1:
+`X:` line on, else the last piece checked with the `check_piece` tool (artifact `piece.abc`).
+It must hold two voices (V:1 melody, V:2 bass). Each rule scores 0 or 1:
 
     format               parses, two voices with notes in each (0 here zeroes every rule)
     key                  K: is the task's key and every note is in its major scale
@@ -36,7 +37,7 @@ RULES = (
 DIMS = ("format", *RULES)
 MAJOR_STEPS = (0, 2, 4, 5, 7, 9, 11)
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)```", re.DOTALL)
-_MAX_CHARS = 20_000  # a longer "piece" is not an answer; keeps the parser's time bounded
+MAX_CHARS = 20_000  # a longer "piece" is not an answer; keeps the parser's time bounded
 
 
 def find_abc(response: str) -> str | None:
@@ -62,7 +63,7 @@ def parse_piece(abc: str):
     """(voices, key_sharps, meter, bar_lengths) via music21; raises if it is not a 2-voice piece."""
     from music21 import converter
 
-    if len(abc) > _MAX_CHARS:
+    if len(abc) > MAX_CHARS:
         raise ValueError("piece too long")
     score = converter.parse(abc, format="abc")
     parts = list(score.parts)
@@ -178,5 +179,8 @@ def grade(response: str, ground_truth: str, extra: dict | None = None) -> dict:
         # A row without its constraints is a data bug: an infra failure, not a zero.
         raise ValueError(f"music grader: row {ground_truth!r} lacks {missing}")
     abc = find_abc(response)
+    artifacts = task.get("artifacts")
+    if abc is None and isinstance(artifacts, dict) and isinstance(artifacts.get("piece.abc"), str):
+        abc = artifacts["piece.abc"]
     dims = check_rules(abc, task) if abc is not None else dict.fromkeys(DIMS, 0.0)
     return {"score": sum(dims[r] for r in RULES) / len(RULES), **dims}

@@ -158,3 +158,22 @@ def test_through_the_reward_pool_references_bad_answers_and_gdpo():
 
 def test_every_spec_has_a_reference():
     assert len(all_specs()) == 30
+
+
+def test_check_piece_tool_and_its_artifact():
+    from mimojax.envs.music.grader import grade
+    from mimojax.rollout.tools import ToolSettings, make_tool_env
+
+    row = {"env": "music", "extra": C44}
+    env = make_tool_env(row, ToolSettings())
+    assert [s["function"]["name"] for s in env.schemas()] == ["check_piece"]
+    out = env.call_sync("check_piece", {"abc": GOOD.replace("K:C", "K:G")})
+    assert out.error is None and "key: FAIL" in out.text and "score: 0.875" in out.text
+    assert "format: FAIL" in env.call_sync("check_piece", {"abc": "la la"}).text
+    assert env.call_sync("check_piece", {}).error == "bad_arguments"
+    env.call_sync("check_piece", {"abc": GOOD})
+    assert "score: 1" in env.call_sync("check_piece", {"abc": GOOD}).text
+    # A final answer without ABC falls back to the last checked piece.
+    out = grade("Done, see above.", "C44", {**C44, "artifacts": env.artifacts()})
+    assert out["score"] == 1.0
+    env.close()

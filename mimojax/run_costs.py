@@ -63,10 +63,13 @@ def billed_seconds(rows: list[dict]) -> list[float]:
     return out
 
 
-def cost_summary(rows: list[dict], info: dict | None, target: float | None = None) -> dict:
+def cost_summary(
+    rows: list[dict], info: dict | None, target: float | None = None, points=None
+) -> dict:
     """Device/CPU-seconds per phase and in total, $ per step and in total, $ and time to target.
 
-    `rows` are merged by step (`rows_by_step`); `target` is a held-out accuracy (0..1).
+    `rows` are merged by step (`rows_by_step`); `target` is a held-out accuracy (0..1);
+    `points` are `eval_points(rows)` when the caller has them already.
     """
     res = resources(info)
     train = [r for r in rows if is_train_row(r)]
@@ -102,16 +105,16 @@ def cost_summary(rows: list[dict], info: dict | None, target: float | None = Non
     if any(g is not None for g in grader):
         out["grader_cpu_s"] = sum(g or 0.0 for g in grader)
     out["target"] = target
-    out["to_target"] = None if target is None else to_target(rows, billed, res, target)
+    out["to_target"] = None if target is None else to_target(rows, billed, res, target, points)
     return out
 
 
-def eval_cost_points(rows: list[dict], info: dict | None) -> list[dict]:
+def eval_cost_points(rows: list[dict], info: dict | None, points=None) -> list[dict]:
     """Per eval with a greedy accuracy: step, acc, training minutes, billed seconds, $, device-h."""
     res = resources(info)
     billed = dict(zip((r["step"] for r in rows), billed_seconds(rows)))
     out = []
-    for p in eval_points(rows):
+    for p in eval_points(rows) if points is None else points:
         if p["acc"] is None:
             continue
         s = billed[p["step"]]
@@ -128,10 +131,10 @@ def eval_cost_points(rows: list[dict], info: dict | None) -> list[dict]:
     return out
 
 
-def to_target(rows: list[dict], billed: list[float], res: dict, target: float) -> dict | None:
+def to_target(rows, billed, res: dict, target: float, points=None) -> dict | None:
     """The first eval reaching `target` accuracy: its step, billed seconds and $; None if none."""
     at = dict(zip((r["step"] for r in rows), billed))
-    for p in eval_points(rows):
+    for p in eval_points(rows) if points is None else points:
         if p["acc"] is not None and p["acc"] >= target - _EPS:
             s = at[p["step"]]
             return {

@@ -11,7 +11,7 @@ import os
 import threading
 
 from mimojax.metrics import METRICS_FILE, read_metrics_from, rows_by_step
-from mimojax.report_summary import read_run_info, summarize_run
+from mimojax.report_summary import eval_points, read_run_info, summarize_run
 from mimojax.run_costs import cost_summary, eval_cost_points, restart_summary
 
 
@@ -27,6 +27,7 @@ class RunFeed:
         self.generation = 0
         self.lines: list[dict] = []
         self.error: str | None = None
+        self._summary_key, self._summary = None, None  # polls without new lines reuse it
 
     def _refresh(self) -> None:
         try:
@@ -70,8 +71,14 @@ class RunFeed:
                 "lines": self.lines[start:],
                 "total": len(self.lines),
                 "error": self.error or info_error,
-                "summary": summary(self.lines, info, target),
+                "summary": self._cached_summary(info, target),
             }
+
+    def _cached_summary(self, info: dict | None, target: float | None) -> dict:
+        key = (self.generation, len(self.lines), target, repr(info))
+        if key != self._summary_key:
+            self._summary_key, self._summary = key, summary(self.lines, info, target)
+        return self._summary
 
 
 def summary(lines: list[dict], info: dict | None, target: float | None) -> dict:
@@ -80,14 +87,15 @@ def summary(lines: list[dict], info: dict | None, target: float | None) -> dict:
     if not rows:
         return {"steps": 0, "last_step": None}
     head = summarize_run(rows)
+    points = eval_points(rows)  # once: it is most of a summary's time on a long run
     head.pop("time_to_points", None)  # int keys; the page has its own target
     return {
         "steps": head["steps"],
         "last_step": head.get("last_step"),
         "headline": head,
-        "costs": cost_summary(rows, info, target),
+        "costs": cost_summary(rows, info, target, points),
         "restarts": restart_summary(lines, info),
-        "evals": eval_cost_points(rows, info),
+        "evals": eval_cost_points(rows, info, points),
         "info": {k: info[k] for k in ("model", "algorithm", "batch", "roles") if k in info}
         if info
         else {},

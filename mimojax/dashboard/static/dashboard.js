@@ -28,7 +28,7 @@ async function init() {
     poll();
   });
   CFG.runs.forEach((name, i) => {
-    runs.push({ name, gen: -1, lines: 0, byStep: new Map(), summary: null, summaryText: "" });
+    runs.push({ name, gen: -1, lines: 0, byStep: new Map(), keys: new Set(), summary: null, summaryText: "" });
     document.getElementById("runs").appendChild(el("span", { id: `run-${i}`, "data-last-step": "" }, name));
   });
   const grid = document.getElementById("grid");
@@ -60,10 +60,12 @@ async function poll() {
         r.gen = d.generation;
         r.lines = 0;
         r.byStep = new Map();
+        r.keys = new Set();
         changed = true;
       }
       for (const line of d.lines) {
         r.byStep.set(line.step, Object.assign(r.byStep.get(line.step) || {}, line));
+        for (const k of Object.keys(line)) r.keys.add(k);
       }
       r.lines += d.lines.length;
       changed = changed || d.lines.length > 0;
@@ -90,19 +92,31 @@ async function poll() {
 }
 
 function rowsOf(r) {
-  return Array.from(r.byStep.values()).sort((a, b) => a.step - b.step);
+  if (r.sortedAt !== r.lines || r.sortedGen !== r.gen) {
+    r.sorted = Array.from(r.byStep.values()).sort((a, b) => a.step - b.step);
+    r.sortedAt = r.lines;
+    r.sortedGen = r.gen;
+  }
+  return r.sorted;
 }
 
-function matching(rows, patterns) {
+function matching(r, patterns) {
   const res = patterns.map((p) => new RegExp(p));
-  const keys = new Set();
-  for (const row of rows) for (const k of Object.keys(row)) if (res.some((re) => re.test(k))) keys.add(k);
-  return Array.from(keys).sort();
+  return Array.from(r.keys).filter((k) => res.some((re) => re.test(k))).sort();
 }
 
+// At most ~MAX_POINTS per curve (every k-th step, and always the last): a long run stays quick
+// to redraw; zooming shows the same thinned points, the JSONL keeps every step.
+const MAX_POINTS = 1500;
 function series(rows, key) {
-  const x = [], y = [];
+  let x = [], y = [];
   for (const row of rows) if (num(row[key])) { x.push(row.step); y.push(row[key]); }
+  if (x.length > MAX_POINTS) {
+    const k = Math.ceil(x.length / MAX_POINTS);
+    const keep = (_, i) => i % k === 0 || i === x.length - 1;
+    x = x.filter(keep);
+    y = y.filter(keep);
+  }
   return { x, y };
 }
 
@@ -134,12 +148,15 @@ function tracesFor(p, missing) {
     const s = r.summary || {};
     let mine = [];
     if (p.kind === "line" || p.kind === "stack") {
-      matching(rows, p.keys).forEach((key, k) => {
+      matching(r, p.keys).forEach((key, k) => {
         const { x, y } = series(rows, key);
         const short = p.kind === "stack" ? key.replace("timing_s/", "") : key;
         const t = { x, y, name: label(r, short), legendgroup: r.name };
-        if (p.kind === "stack" && runs.length === 1) t.type = "bar";
-        else {
+        if (p.kind === "stack" && runs.length === 1 && x.length <= 200) t.type = "bar";
+        else if (p.kind === "stack" && runs.length === 1) {
+          t.mode = "lines";
+          t.stackgroup = "phases"; // stacked areas: thousands of bars draw slowly
+        } else {
           t.mode = x.length > 60 ? "lines" : "lines+markers";
           t.line = { color: COLORS[i % COLORS.length], dash: DASHES[k % DASHES.length] };
           t.marker = { size: 4 };

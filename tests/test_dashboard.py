@@ -31,6 +31,10 @@ INFO = {
 ACC = {0: 0.2, 2: 0.5, 4: 0.7}
 
 
+# what a run with async rollouts and utilisation metrics adds (the "plain" run below)
+ASYNC_EXTRA = {"async/dropped": 1.0, "perf/mfu": 0.3, "restarts/count": 0}
+
+
 def train_line(s, **extra):
     return {
         "step": s,
@@ -185,7 +189,7 @@ def browser():
 def dashboard(tmp_path):
     live = write_run(tmp_path / "live", synthetic_lines(last=3))
     queued = [
-        train_line(s, **{"queue/depth": 2.0 + s, "async/staleness/mean": 0.5, "restarts/count": 0})
+        train_line(s, **{"queue/depth": 2.0 + s, "async/staleness/mean": 0.5, **ASYNC_EXTRA})
         for s in (1, 2)
     ]
     plain = write_run(tmp_path / "plain", queued, info=None)

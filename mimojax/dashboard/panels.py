@@ -28,6 +28,11 @@ PANELS: list[dict] = [
     {"id": "lag", "title": "policy lag (steps)", "kind": "line",
      "keys": [r"^async/staleness/.+", r"^rollout/policy_version_lag$"]},
     {"id": "queues", "title": "queues (queue/*)", "kind": "line", "keys": [r"^queue/.+"]},
+    # whatever else an async run logs: drops, reward / length by staleness, short-task bias
+    {"id": "async", "title": "async (async/*, besides staleness)", "kind": "line",
+     "keys": [r"^async/(?!staleness/).+"]},
+    {"id": "utilisation", "title": "device utilisation", "kind": "line",
+     "keys": [r"^perf/(mfu.*|.*util.*)$"]},
     {"id": "cost", "title": "cumulative cost ($, or device-hours unpriced)", "kind": "cost",
      "keys": []},
     {"id": "restarts", "title": "restarts and work lost", "kind": "line",

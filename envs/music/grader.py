@@ -41,13 +41,16 @@ MAX_CHARS = 20_000  # a longer "piece" is not an answer; keeps the parser's time
 
 
 def find_abc(response: str) -> str | None:
-    """The last ```abc / ``` block, else the text from the first `X:` line; None if neither."""
+    """The last ```abc / ``` block (from its `X:` line, if any), else the text from the first
+    `X:` line; None if neither."""
     text = str(response)
     blocks = [m.group(2) for m in _FENCE.finditer(text) if m.group(1).lower() in ("", "abc")]
     if blocks:
-        return blocks[-1]
+        text = blocks[-1]
     m = re.search(r"^X:", text, re.MULTILINE)
-    return text[m.start() :] if m else None
+    if m:  # a label line ("ABC:") before the header is not part of the tune
+        return text[m.start() :]
+    return text if blocks else None
 
 
 def tonic_pc(key: str) -> int:
@@ -60,7 +63,7 @@ Note = tuple[Fraction, Fraction, int | None]  # (offset, quarter length, midi; N
 
 
 def parse_piece(abc: str):
-    """(voices, key_sharps, meter, bar_lengths) via music21; raises if it is not a 2-voice piece."""
+    """(voices, key_sharps, meter, bar lengths or None) via music21; raises unless 2 voices."""
     from music21 import converter
 
     if len(abc) > MAX_CHARS:
@@ -81,7 +84,8 @@ def parse_piece(abc: str):
             raise ValueError("a voice without notes")
         voices.append(notes)
         measures = part.getElementsByClass("Measure")
-        bars.append([Fraction(m.duration.quarterLength) for m in measures] or [notes[-1][0]])
+        # music21 makes no Measure objects for a voice of one or two bars; None: cut by meter.
+        bars.append([Fraction(m.duration.quarterLength) for m in measures] or None)
     flat = parts[0].flatten()
     keys = flat.getElementsByClass("KeySignature")
     times = flat.getElementsByClass("TimeSignature")
@@ -146,6 +150,11 @@ def check_rules(abc: str, task: dict) -> dict[str, float]:
     mel, bas = pitches(melody), pitches(bass)
     num, den = (int(x) for x in task["meter"].split("/"))
     bar_len = Fraction(4 * num, den)
+    for i, voice in enumerate((melody, bass)):
+        if bars[i] is None:
+            total = max(off + dur for off, dur, _ in voice)
+            whole, rest = divmod(total, bar_len)
+            bars[i] = [bar_len] * int(whole) + ([rest] if rest else [])
     out = {"format": 1.0}
     out["key"] = float(sharps == _SHARPS[task["key"]] and all(p % 12 in scale for p in mel + bas))
     out["meter"] = float(

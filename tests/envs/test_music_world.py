@@ -98,6 +98,14 @@ def test_each_rule_breaks_on_its_own(abc, broken):
     assert failed(abc) == broken
 
 
+def test_two_bar_pieces_music21_reads_without_measures():
+    # SmolLM2's greedy answer to G-44-4bars: the prompt's example copied (K:C, 2 full bars).
+    abc = piece("E F G E | D2 C2", "C,4 | G,,2 C,2")
+    g44 = dict(C44, key="G")
+    assert failed(abc, g44) == {"key", "length", "cadence", "motif"}
+    assert failed(piece("E F G E | D2 C", "C,4 | G,,2 C,2"), g44) >= {"meter", "length"}
+
+
 def test_wrong_meter_header():
     assert "meter" in failed(GOOD.replace("M:4/4", "M:3/4"))
 
@@ -115,6 +123,7 @@ def test_unparseable_scores_zero_on_every_rule(response):
 def test_find_abc():
     assert find_abc(f"Here:\n```abc\n{GOOD}```\nbye") == GOOD
     assert find_abc(f"Sure!\n{GOOD}") == GOOD
+    assert find_abc(f"```\nABC:\n{GOOD}```") == GOOD  # SmolLM2 labels its block so
     assert find_abc("```python\nprint(1)\n```") is None
 
 

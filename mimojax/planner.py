@@ -181,6 +181,7 @@ class Weights:
     embed: int  # the (tied) embedding on one device
     critic: int  # the value model's weights on one device
     lm_head_total: int
+    lm_head: int = 0  # the untied LM head on one device
 
 
 def weights(shape: RunShape, mesh: dict | None = None) -> Weights:
@@ -202,4 +203,4 @@ def weights(shape: RunShape, mesh: dict | None = None) -> Weights:
             lora += _shard_elems(shp, axes, mesh, rules)
             lora_total += math.prod(shp)
     critic = base - lm_head + shape.model.hidden_size + 1
-    return Weights(base, base_total, lora, lora_total, embed, critic, lm_head_total)
+    return Weights(base, base_total, lora, lora_total, embed, critic, lm_head_total, lm_head)

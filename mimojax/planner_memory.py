@@ -13,6 +13,8 @@ roles); the weight sets come from `mimojax.planner.weights`:
   `dots` keeps each layer's input and the q/k/v/gate/up projections, `full` keeps each layer's
   input and recomputes one layer at a time in the backward pass; `xla` attention adds
   [heads, T, T] score arrays, `pallas` / `cudnn` do not;
+- with fsdp > 1, what the update's all-gathers hold at once: the embedding and LM head and one
+  layer, whole, and (full fine-tuning) their whole gradients before the reduce-scatter;
 - the log-prob block: float32 logits of `model.logprob_chunk_size` response positions at a time;
 - the engine's own weight copy (mimojax/engine/engine.py keeps one, in the weights' dtype; with
   LoRA the merged weights) and, while generating, its KV cache: `rollout.max_concurrent_decodes`
@@ -134,6 +136,21 @@ def _kv_bytes(shape: RunShape, mesh: dict) -> float:
     return slots * (per_slot + scratch)
 
 
+def fsdp_gathered(shape: RunShape) -> float:
+    """Bytes the update's fsdp all-gathers hold at once on one device: the vocab-sized weights
+    (embedding, LM head) and one layer, whole (tensor-sharded only), plus their whole gradients
+    before the reduce-scatter when they train (not with LoRA)."""
+    mesh = dict(shape.mesh)
+    if mesh["fsdp"] == 1:
+        return 0.0
+    m = shape.model
+    pb = _bytes(m.param_dtype)
+    whole = weights(shape, {**mesh, "fsdp": 1})
+    vocab = whole.embed + whole.lm_head
+    layer = (whole.base - vocab) / m.num_layers
+    return (vocab + layer) * pb * (1 if shape.lora_rank > 0 else 2)
+
+
 def memory(shape: RunShape) -> dict:
     """Per-device bytes of the run: `resident` parts, each phase's transient `phases`, `peak`
     (resident + the largest phase) and `parts` (every component, for tables). With split
@@ -157,7 +174,7 @@ def memory(shape: RunShape) -> dict:
     acts = activations(shape)
     dp = mesh["data"] * mesh["fsdp"]
     batch = shape.mini_samples * shape.seq_len * 5 * 4 / dp
-    update = max(grads + acts["total"], APPLY_PEAK * trainable) + batch
+    update = max(grads + acts["total"] + fsdp_gathered(shape), APPLY_PEAK * trainable) + batch
     phases = {"update": update}
     parts = {"gradients": grads, "activations": acts["saved"] + acts["transient"],
              "logits": acts["logits"], "batch": batch}  # fmt: skip

@@ -35,6 +35,25 @@ def _abstract(tree, shardings):
     )
 
 
+def _like_params(abstract_state, params, replicated):
+    """Shardings of a TrainState as mimojax.roles makes it: init_state runs eagerly, so each
+    optimizer moment (zeros_like of a parameter) keeps that parameter's sharding; counters are
+    replicated. (A jitted init would let XLA pick, and XLA:CPU replicates the moments.)"""
+    by_path = {
+        jax.tree_util.keystr(path): x.sharding
+        for path, x in jax.tree_util.tree_flatten_with_path(params)[0]
+    }
+
+    def pick(path, x):
+        key = jax.tree_util.keystr(path)
+        for suffix, sharding in by_path.items():
+            if key.endswith(suffix) and len(sharding.spec) <= len(x.shape):
+                return sharding
+        return replicated
+
+    return jax.tree_util.tree_map_with_path(pick, abstract_state)
+
+
 def xla_actor_update(cfg: ConfigDict, devices=None) -> dict:
     """memory_analysis() of the config's jitted actor update on `devices` (default: all),
     as {"argument", "output", "alias", "temp", "total"} bytes per device."""
@@ -48,11 +67,10 @@ def xla_actor_update(cfg: ConfigDict, devices=None) -> dict:
     params = _abstract(nnx.to_pure_dict(state),
                        nnx.to_pure_dict(sh.param_shardings(state, mesh, rules)))  # fmt: skip
     optimizer = make_optimizer(cfg.optimizer, int(cfg.trainer.total_steps))
-    # Where a real init puts the optimizer state: zeros_like keeps each parameter's sharding.
-    init = jax.jit(lambda p: init_state(p, optimizer)).lower(params)
-    state_sh = init.compile().output_shardings
-    train_state = _abstract(jax.eval_shape(lambda p: init_state(p, optimizer), params), state_sh)
     replicated = NamedSharding(mesh, PartitionSpec())
+    abstract_state = jax.eval_shape(lambda p: init_state(p, optimizer), params)
+    state_sh = _like_params(abstract_state, params, replicated)
+    train_state = _abstract(abstract_state, state_sh)
     hp = actor_hparams_from_config(cfg, on_policy=True)
     update = make_actor_update(
         graphdef=graphdef, hp=hp, optimizer=optimizer, state_shardings=state_sh

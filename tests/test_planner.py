@@ -2,9 +2,9 @@
 published model configs, the hardware ladder's rows, the CLI table and its errors.
 
 The XLA comparisons compile the real jitted actor update of three tiny single-device configs
-(abstract arrays, nothing allocated): ~6 s of CPU each, 15-20 s wall on 2 busy cores, so two of
-them are marked `slow` (make test runs them; `-m "not slow"` keeps this file near 20 s). The rest
-is arithmetic.
+and one on 8 fake CPU devices (abstract arrays, nothing allocated): ~6 s of CPU each, 15-20 s
+wall on 2 busy cores, so three of them are marked `slow` (make test runs them; `-m "not slow"`
+keeps this file near 20 s). The rest is arithmetic.
 """
 
 import pytest
@@ -30,6 +30,11 @@ SLOW = pytest.mark.slow  # ~6 s of CPU each, ~15-20 s wall on 2 shared cores
         pytest.param(
             "configs/grpo_tiny.py:model=tiny-random-qwen2", ["model.remat=dots"], marks=SLOW
         ),
+        pytest.param(  # sharded: the planner's fsdp gathers and tensor splits vs XLA's
+            "configs/grpo_tiny.py:model=tiny-random-qwen2",
+            ["model.remat=dots", "mesh.fsdp=4", "mesh.tensor=2", "sharding.preset=fsdp_tensor"],
+            marks=SLOW,
+        ),
     ],
 )
 def test_actor_update_memory_within_tolerance_of_xla(spec, overrides):
@@ -38,7 +43,8 @@ def test_actor_update_memory_within_tolerance_of_xla(spec, overrides):
     from mimojax.planner_xla import compare
 
     cfg = load_config(spec, overrides)
-    c = compare(cfg, jax.devices()[:1])
+    n = 8 if any(o.startswith("mesh.") for o in overrides) else 1
+    c = compare(cfg, jax.devices()[:n])
     assert c["xla_bytes"] > 100 * 2**20  # a real program, not an empty one
     assert abs(c["rel_error"]) <= pl.XLA_TOLERANCE, c
 

@@ -76,6 +76,13 @@ def get_config(arg=None):
     d.batch_size = 32  # prompts per RL step (verl: data.train_batch_size)
     d.system_prompt = placeholder(str)  # system message put before plain-prompt rows; None = none
     d.default_env = placeholder(str)  # grader for rows without an "env" field; None = required
+    # Difficulty-aware sampling (mimojax/difficulty.py): prompts whose graded samples so far all
+    # passed or all failed are drawn with probability `floor` instead of 1 (history kept across
+    # epochs, checkpointed with the data position); data/difficulty/* metrics.
+    d.difficulty = dd = ConfigDict()
+    dd.enable = False
+    dd.floor = 0.1  # acceptance probability of an always- or never-solved prompt, (0, 1]
+    dd.success_threshold = 1.0  # a sample counts as solved when its score >= this
 
     cfg.rollout = r = ConfigDict()  # (verl: actor_rollout_ref.rollout)
     r.n = 8  # samples per prompt
@@ -126,6 +133,13 @@ def get_config(arg=None):
     # DAPO dynamic sampling: groups whose samples all scored the same carry no signal; they are
     # masked out of the update (verl: algorithm.filter_groups.enable; we mask, not resample).
     a.filter_groups = False  # drop (mask) zero-variance groups from the update
+    # ... or resample (verl: algorithm.filter_groups.max_num_gen_batches): keep generating
+    # batches of data.batch_size prompts until the step holds data.batch_size groups whose
+    # scores differ, at most max_num_gen_batches batches; a step still short is filled with
+    # uninformative groups (masked) and counted (train/groups_short).
+    a.dynamic_sampling = dsp = ConfigDict()
+    dsp.enable = False  # implies filter_groups
+    dsp.max_num_gen_batches = 4  # generation batches per step at most (>= 1)
     # Correcting for the engine's sampling distribution differing from the trainer's
     # (stale policy, numerics). Names follow verl's algorithm.rollout_correction.
     a.rollout_correction = rc = ConfigDict()

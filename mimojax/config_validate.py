@@ -145,6 +145,17 @@ def _check_algorithm(cfg: ConfigDict, bad) -> None:
         )
     if algo.kl_ctrl.type not in KL_CTRL_TYPES:
         bad(f"algorithm.kl_ctrl.type: '{algo.kl_ctrl.type}' is not one of {KL_CTRL_TYPES}")
+    dd = cfg.data.difficulty
+    if not 0.0 < dd.floor <= 1.0:
+        bad(f"data.difficulty.floor: must be in (0, 1], got {dd.floor}")
+    ds = algo.dynamic_sampling
+    if ds.enable and cfg.rollout.n < 2:
+        bad(f"algorithm.dynamic_sampling.enable: needs groups, rollout.n >= 2, got {cfg.rollout.n}")
+    if not isinstance(ds.max_num_gen_batches, int) or ds.max_num_gen_batches < 1:
+        bad(
+            "algorithm.dynamic_sampling.max_num_gen_batches: must be an int >= 1, got "
+            f"{ds.max_num_gen_batches!r}"
+        )
     rc = algo.rollout_correction
     if rc.rollout_is not in ROLLOUT_IS_LEVELS:
         bad(

@@ -17,6 +17,7 @@ from typing import Any
 
 import grain
 
+from mimojax.difficulty import DifficultyTracker
 from mimojax.models.tokenizer import encode_chat
 
 log = logging.getLogger(__name__)
@@ -154,7 +155,11 @@ class PromptDataset:
         seed: int = 0,
         system_prompt: str | None = None,
         default_env: str | None = None,
+        difficulty: dict | None = None,
     ):
+        """`difficulty`: DifficultyTracker's keyword arguments to draw prompts by their graded
+        history (mimojax/difficulty.py); None draws every prompt once per epoch."""
+        self.difficulty = None if difficulty is None else dict(difficulty)
         files = [files] if isinstance(files, str | os.PathLike) else list(files)
         if not files:
             raise DataError("no data files given")
@@ -225,23 +230,36 @@ class PromptIterator:
             order = order.shuffle(seed=dataset.seed)
         self._order = order
         self._pos = 0
+        d = dataset.difficulty
+        self.difficulty = None if d is None else DifficultyTracker(**d)
 
     def __iter__(self) -> PromptIterator:
         return self
 
     def __next__(self) -> list[dict]:
-        n, batch = len(self._ds), []
-        for pos in range(self._pos, self._pos + self._ds.batch_size):
-            ex = self._ds._rows[int(self._order[pos])]
-            batch.append(_copy(ex, epoch=pos // n))
-        self._pos += self._ds.batch_size
+        n, batch, tracker = len(self._ds), [], self.difficulty
+        while len(batch) < self._ds.batch_size:
+            pos, self._pos = self._pos, self._pos + 1
+            index = int(self._order[pos])
+            if tracker is None or tracker.accept(index, self._ds.seed, pos):
+                batch.append(_copy(self._ds._rows[index], epoch=pos // n))
         return batch
 
+    def record(self, trajs, results) -> dict[str, float]:
+        """Graded samples into the difficulty history (no-op without difficulty sampling)."""
+        if self.difficulty is None:
+            return {}
+        graded = zip(trajs, results, strict=True)
+        return self.difficulty.record((t.example["index"], r.score, r.valid) for t, r in graded)
+
     def get_state(self) -> dict:
-        """The position as a JSON-serializable dict."""
+        """The position (and the difficulty history, when on) as a JSON-serializable dict."""
         n = len(self._ds)
-        return {"epoch": self._pos // n, "offset": self._pos % n, "seed": self._ds.seed,
-                "shuffle": self._ds.shuffle, "num_rows": n}  # fmt: skip
+        state = {"epoch": self._pos // n, "offset": self._pos % n, "seed": self._ds.seed,
+                 "shuffle": self._ds.shuffle, "num_rows": n}  # fmt: skip
+        if self.difficulty is not None:
+            state["difficulty"] = self.difficulty.get_state()
+        return state
 
     def set_state(self, state: Mapping) -> None:
         """Continue from a ``get_state`` dict; DataError if the data changed since."""
@@ -260,6 +278,8 @@ class PromptIterator:
         if epoch < 0 or not 0 <= offset < mine["num_rows"]:
             raise DataError(f"data iterator state {dict(state)!r} is out of range")
         self._pos = epoch * mine["num_rows"] + offset
+        if self.difficulty is not None:
+            self.difficulty.set_state(state.get("difficulty", {}))
 
 
 def prompt_dataset_from_config(cfg, tokenizer, split: str) -> PromptDataset:
@@ -282,4 +302,12 @@ def prompt_dataset_from_config(cfg, tokenizer, split: str) -> PromptDataset:
         seed=d.seed,
         system_prompt=d.get("system_prompt", None),
         default_env=d.get("default_env", None),
+        difficulty=_difficulty_kwargs(d) if split == "train" else None,
     )
+
+
+def _difficulty_kwargs(d) -> dict | None:
+    dd = d.get("difficulty", None)
+    if dd is None or not dd.enable:
+        return None
+    return {"floor": float(dd.floor), "success_threshold": float(dd.success_threshold)}

@@ -86,6 +86,8 @@ class LoopSpec:
     preemption_grace_s: float  # SIGTERM to SIGKILL on the platform: the save must fit in it
     logger_kwargs: dict  # MetricsLogger's keyword arguments (jsonl, wandb_*)
     run_info: dict  # what run_info.json records about the run
+    dynamic_sampling: bool = False  # DAPO: generate until batch_size informative groups
+    max_num_gen_batches: int = 1  # ... drawing at most this many generation batches per step
 
 
 def advantage_settings(cfg: ConfigDict) -> AdvantageSettings:
@@ -102,7 +104,7 @@ def advantage_settings(cfg: ConfigDict) -> AdvantageSettings:
         overlong_penalty_factor=float(ob.penalty_factor),
         use_kl_in_reward=bool(a.use_kl_in_reward),
         kl_type=a.kl_loss_type,
-        filter_groups=bool(a.filter_groups),
+        filter_groups=bool(a.filter_groups) or bool(a.dynamic_sampling.enable),
         num_groups=int(cfg.data.batch_size),
     )
 
@@ -172,6 +174,8 @@ def loop_spec(cfg: ConfigDict) -> LoopSpec:
         time_limit_minutes=float(t.time_limit_minutes),
         checkpoint_every=int(cfg.checkpoint.every_steps),
         preemption_grace_s=float(cfg.checkpoint.preemption_grace_s),
+        dynamic_sampling=bool(a.dynamic_sampling.enable),
+        max_num_gen_batches=int(a.dynamic_sampling.max_num_gen_batches),
         logger_kwargs=dict(
             jsonl=bool(cfg.logging.jsonl),
             wandb_mode=wb.mode,

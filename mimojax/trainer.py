@@ -27,6 +27,7 @@ from mimojax.rewards import summarize
 from mimojax.roles import Run, build_run
 from mimojax.rollout.agent_loop import agent_loop_metrics
 from mimojax.rollout.batch import TrainBatch, build_batch, map_rows
+from mimojax.rollout.dynamic_sampling import sample_groups
 from mimojax.train_step import Counts
 
 log = logging.getLogger(__name__)
@@ -134,14 +135,10 @@ class Trainer:
     def train_step(self) -> dict:
         """One RL step; returns its metrics (verl names)."""
         spec, timer, t_step = self.spec, Timer(), time.perf_counter()
-        examples = next(self.data_iter)
-        with timer("gen"):
-            sampling = self.roles.rollout.sampling
-            trajs = self._rollout(examples, spec.n, sampling, self.step * spec.batch_size)
-        self._safe_point()
-        with timer("reward"):
-            results = self.pool.score([t.grader_item() for t in trajs])
-        self._safe_point()
+        sampled = sample_groups(  # one generation batch, or dynamic sampling's several
+            self.roles.rollout, self.pool, self.data_iter, spec, self.step, timer, self._safe_point
+        )
+        examples, trajs, results = sampled.examples, sampled.trajs, sampled.results
         rb = build_batch(
             trajs, [r.score for r in results], [r.valid for r in results],
             pad_id=self.roles.pad_id, response_len=spec.response_len,
@@ -173,6 +170,7 @@ class Trainer:
         metrics.update(rollout_batch_metrics(rb, trajs, mask, adv, returns, values, version))
         metrics.update(agent_loop_metrics(trajs))
         metrics.update({**summarize(results), **timer.pop()})
+        metrics.update(sampled.metrics)  # dynamic / difficulty-aware sampling's, when on
         step_s, tokens = time.perf_counter() - t_step, int(rb.attention_mask_BxT.sum())
         self.total_tokens += tokens
         return {

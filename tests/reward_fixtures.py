@@ -43,3 +43,9 @@ def echo_extra(response, ground_truth, extra):
 def length_mod(response, ground_truth, extra):
     """score = (len(response) mod 5) / 4: varies inside groups, so advantages are non-zero."""
     return (len(response) % 5) / 4.0
+
+
+def const_or_length_mod(response, ground_truth, extra):
+    """1.0 for rows with extra.const (every sample scores the same: a group without signal),
+    else `length_mod` (varies inside groups)."""
+    return 1.0 if extra.get("const") else length_mod(response, ground_truth, extra)

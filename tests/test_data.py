@@ -3,6 +3,7 @@
 import json
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pyarrow as pa
@@ -199,3 +200,25 @@ def test_from_config_train_and_eval(tmp_path, tok):
     ]  # fmt: skip
     assert [ex["index"] for ex in next(ev.iterator())] == list(range(cfg.data.batch_size))
     assert np.array_equal(ev.all_rows()[3]["prompt_ids"], ev.all_rows()[0]["prompt_ids"])
+
+
+def _graded(batch, solved: set[int]):
+    trajs = [SimpleNamespace(example=ex) for ex in batch]
+    return trajs, [SimpleNamespace(score=float(ex["index"] in solved), valid=True) for ex in batch]
+
+
+def test_difficulty_sampling_draws_solved_prompts_less_and_resumes_with_its_history(tok, tmp_path):
+    files = _jsonl(tmp_path / "rows.jsonl", _rows(10))
+    plain = [ex["index"] for _ in range(4) for ex in next(_ds(tok, files, batch_size=5).iterator())]
+    it = _ds(tok, files, batch_size=5, difficulty={"floor": 0.1}).iterator()
+    first = next(it)
+    assert [ex["index"] for ex in first] == plain[:5]  # nothing known yet: the plain order
+    solved = {ex["index"] for ex in first}
+    it.record(*_graded(first, solved))  # every sample of these prompts passed
+    state = json.loads(json.dumps(it.get_state()))
+    later = [ex["index"] for _ in range(40) for ex in next(it)]
+    assert np.mean([i in solved for i in later]) < 0.25  # ~0.09 expected; 0.5 without
+    resumed = _ds(tok, files, batch_size=5, difficulty={"floor": 0.1}).iterator()
+    resumed.set_state(state)
+    assert [ex["index"] for _ in range(40) for ex in next(resumed)] == later
+    assert _ds(tok, files).iterator().record([], []) == {}  # off: no history, no metrics

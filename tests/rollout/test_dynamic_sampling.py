@@ -1,0 +1,174 @@
+"""DAPO dynamic sampling: which groups a step keeps, in what order, and the trainer using it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from types import SimpleNamespace
+
+import jax
+import numpy as np
+import pytest
+
+from mimojax.config import ConfigError, load_config, validate
+from mimojax.metrics import read_metrics
+from mimojax.rollout.dynamic_sampling import informative, sample_step
+from mimojax.rollout.trajectory import Trajectory
+from mimojax.trainer import Trainer
+from tests.trainer.conftest import ROOT
+
+
+def _result(score, valid=True):
+    return SimpleNamespace(score=score, valid=valid)
+
+
+def _traj(group, sample, example):
+    return Trajectory(
+        prompt_ids=[1], response_ids=[2], rollout_logprobs=[0.0], response_mask=[1],
+        policy_version=0, finish_reason="stop", group=group, sample=sample, example=example,
+    )  # fmt: skip
+
+
+class ScriptedSource:
+    """Data, generation and grading of prompts named by their group's scores: prompt k of the
+    data is `SCORES[k]`, its n samples score those values."""
+
+    def __init__(self, scores_per_prompt, batch_size):
+        self.scores, self.batch_size, self.pos, self.gen_calls = (
+            scores_per_prompt,
+            batch_size,
+            0,
+            [],
+        )
+
+    def draw(self):
+        batch = [{"k": k} for k in range(self.pos, self.pos + self.batch_size)]
+        self.pos += self.batch_size
+        return batch
+
+    def generate(self, examples, g):
+        self.gen_calls.append(g)
+        n = len(self.scores[0])
+        return [_traj(i, j, ex) for i, ex in enumerate(examples) for j in range(n)]
+
+    def score(self, trajs):
+        return [_result(*self.scores[t.example["k"]][t.sample]) for t in trajs]
+
+
+V = [(0.0,), (1.0,)]  # a group whose two samples differ
+S = [(1.0,), (1.0,)]  # one whose samples agree (no signal)
+F = [(0.0, False), (0.0, False)]  # every sample an infra failure
+
+
+def _run(scores, batch_size=2, max_batches=4):
+    src = ScriptedSource(scores, batch_size)
+    out = sample_step(src.draw, src.generate, src.score, batch_size=batch_size,
+                      max_num_gen_batches=max_batches)  # fmt: skip
+    return src, out
+
+
+def test_informative_rule_matches_the_group_filter():
+    assert informative([_result(0.0), _result(1.0)])
+    assert not informative([_result(1.0), _result(1.0)])
+    assert informative([_result(1.0), _result(0.0, valid=False)])  # one valid sample: kept
+    assert not informative([_result(0.0, valid=False), _result(1.0, valid=False)])
+    assert not informative([_result(0.5), _result(0.5), _result(1.0, valid=False)])
+
+
+def test_draws_until_enough_informative_groups_and_keeps_draw_order():
+    src, out = _run([S, V, S, S, V, V, S, V])
+    assert src.gen_calls == [0, 1, 2]  # batches (S,V) (S,S) (V,V): 3 informative after 3
+    assert [ex["k"] for ex in out.examples] == [1, 4]
+    # renumbered 0..1, samples in order, results aligned with trajectories
+    assert [(t.group, t.sample, t.example["k"]) for t in out.trajs] == [
+        (0, 0, 1), (0, 1, 1), (1, 0, 4), (1, 1, 4)]  # fmt: skip
+    assert [r.score for r in out.results] == [0.0, 1.0, 0.0, 1.0]
+    m = out.metrics
+    assert m["train/num_gen_batches"] == 3 and m["train/groups_drawn"] == 6
+    assert m["train/groups_informative"] == 3 and m["train/groups_short"] == 0
+    assert m["train/kept_drawn_ratio"] == pytest.approx(2 / 6)
+    assert m["train/rollouts_per_kept_group"] == pytest.approx(6 * 2 / 2)
+
+
+def test_one_batch_comes_back_as_drawn():
+    src, out = _run([S, V, F, S], batch_size=4, max_batches=1)
+    assert [ex["k"] for ex in out.examples] == [0, 1, 2, 3]
+    assert [t.group for t in out.trajs] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert out.metrics["train/groups_short"] == 3
+
+
+def test_a_short_step_is_filled_with_the_first_uninformative_groups():
+    src, out = _run([S, F, V, S, S, S, S, S], batch_size=2, max_batches=2)
+    assert src.gen_calls == [0, 1]  # the bound holds
+    assert [ex["k"] for ex in out.examples] == [0, 2]  # V, then the first spare (S), draw order
+    assert out.metrics["train/groups_short"] == 1
+
+
+def test_bad_bound_is_an_error():
+    with pytest.raises(ValueError, match="max_num_gen_batches"):
+        _run([V, V], max_batches=0)
+
+
+# ------------------------------------------------------------------ in the trainer
+
+
+@pytest.fixture
+def half_constant_rows(tmp_path, monkeypatch):
+    """16 prompts; the odd ones score 1.0 for every sample (groups without signal)."""
+    monkeypatch.setattr(sys, "path", [*sys.path, ROOT])
+    path = tmp_path / "rows.jsonl"
+    with open(path, "w") as f:
+        for n in range(16):
+            row = {
+                "prompt": f"Count to {n}.",
+                "ground_truth": "",
+                "env": "tests.reward_fixtures:const_or_length_mod",
+                "extra": {"const": n % 2},
+            }
+            f.write(json.dumps(row) + "\n")  # fmt: skip
+    return path
+
+
+TINY = "configs/grpo_tiny.py"
+
+
+def _tiny(rows, workdir, *overrides):
+    opts = [f"data.train_files=('{rows}',)", "eval.at_start=False", "eval.at_end=False",
+            "algorithm.dynamic_sampling.enable=True", "data.difficulty.enable=True"]  # fmt: skip
+    opts += overrides
+    return Trainer(load_config(TINY, opts), str(workdir), progress=False)
+
+
+def test_trainer_trains_only_informative_groups_and_resumes_bitwise(half_constant_rows, tmp_path):
+    full = _tiny(half_constant_rows, tmp_path / "full", "trainer.total_steps=3")
+    full.train()
+    rows = [r for r in read_metrics(str(tmp_path / "full")) if "critic/score/mean" in r]
+    for r in rows:
+        assert r["train/groups_short"] == 0.0
+        assert r["batch/groups_filtered_frac"] == 0.0  # every trained group carries signal
+        assert r["train/num_gen_batches"] >= 1.0
+    assert sum(r["train/groups_drawn"] for r in rows) > 3 * 2  # the constant ones were skipped
+    assert rows[0]["data/difficulty/unseen"] == 1.0  # difficulty-aware sampling reports too
+    assert rows[-1]["data/difficulty/prompts_seen"] > 2.0
+    # Stop after step 1 (checkpointed), resume to 3: same data position, same groups and weights.
+    cut = tmp_path / "cut"
+    _tiny(half_constant_rows, cut, "trainer.total_steps=1", "checkpoint.every_steps=1").train()
+    resumed = _tiny(half_constant_rows, cut, "trainer.total_steps=3")
+    resumed.train()
+    params = [jax.tree.leaves(jax.device_get(t.actor.state.params)) for t in (full, resumed)]
+    for a, b in zip(*params, strict=True):
+        np.testing.assert_array_equal(a, b)
+    cut_rows = [r for r in read_metrics(str(cut)) if "critic/score/mean" in r]
+    for key in ("critic/score/mean", "train/groups_drawn", "actor/pg_loss",
+                "data/difficulty/mean_success_rate"):  # fmt: skip
+        assert [r[key] for r in cut_rows] == [r[key] for r in rows], key
+
+
+def test_config_errors_name_the_key():
+    bad_bound = load_config(TINY, ["algorithm.dynamic_sampling.max_num_gen_batches=0"])
+    with pytest.raises(ConfigError, match="algorithm.dynamic_sampling.max_num_gen_batches"):
+        validate(bad_bound)
+    no_groups = ["algorithm.dynamic_sampling.enable=True", "rollout.n=1"]
+    no_groups.append("algorithm.adv_estimator=reinforce_plus_plus")
+    with pytest.raises(ConfigError, match="algorithm.dynamic_sampling.enable"):
+        validate(load_config(TINY, no_groups))

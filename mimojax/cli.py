@@ -134,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     from mimojax import cli_serve
 
     cli_serve.register(sub)
+    from mimojax import cli_worlds
+
+    cli_worlds.register(sub)
     from mimojax import cli_plan
 
     cli_plan.register(sub)

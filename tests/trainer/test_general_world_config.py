@@ -2,16 +2,13 @@
 the real rubric grader (rule items; the judge is off in the smoke mode), in the reward pool."""
 
 import numpy as np
-import pytest
 
 from mimojax.config import load_config
 from mimojax.metrics import read_metrics
 from mimojax.trainer import Trainer
 
 
-@pytest.mark.slow
 def test_general_config_runs_grpo_steps(tmp_path, monkeypatch):
-    """slow: two trainer steps with their compiles (~25 s idle, ~50 s on a busy 2-core box)."""
     monkeypatch.delenv("MIMOJAX_JUDGE_URL", raising=False)
     monkeypatch.delenv("MIMOJAX_JUDGE_MODEL", raising=False)
     cfg = load_config(

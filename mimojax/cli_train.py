@@ -69,10 +69,12 @@ def _fmt_eval(metrics: dict) -> str:
 def cmd_train(args) -> int:
     from mimojax.checkpoint import Checkpointer, CheckpointError
     from mimojax.data import DataError
+    from mimojax.distributed import initialize_from_env, is_main_process
     from mimojax.metrics import read_metrics
     from mimojax.report import write_report
     from mimojax.trainer import Trainer
 
+    initialize_from_env()  # multi-host (JAX_COORDINATOR_ADDRESS ...): before any device use
     cfg, workdir = _load(args)
     if args.no_resume:
         ck = Checkpointer(os.path.join(workdir, "checkpoints"), keep=1, async_save=False)
@@ -91,6 +93,8 @@ def cmd_train(args) -> int:
     except CheckpointError as e:  # a save that failed (disk full, workdir gone): one clear line
         print(f"mimojax train: {e}", file=sys.stderr)
         return 1
+    if not is_main_process():  # multi-host: process 0 reports
+        return 0
     rows = read_metrics(workdir)
     evals = [r for r in rows if any(k.startswith("val-core/") for k in r)]
     if evals:

@@ -34,6 +34,7 @@ from mimojax.algos.registry import ADVANTAGE_ESTIMATORS
 from mimojax.checkpoint import Checkpointer, check_fingerprint, model_fingerprint
 from mimojax.config import ConfigError, sharding_overrides, validate
 from mimojax.data import PromptDataset, prompt_dataset_from_config
+from mimojax.distributed import initialize_from_env, is_main_process
 from mimojax.engine.engine import EngineError, JaxEngine
 from mimojax.engine.sampling import SamplingError, SamplingParams
 from mimojax.models.decoder import ValueModel
@@ -412,7 +413,8 @@ class Run:
 
 def build_run(cfg: ConfigDict, workdir: str | None = None, devices=None) -> Run:
     """Validates `cfg` and builds everything a training run needs (fails before compute on a
-    checkpoint of another model)."""
+    checkpoint of another model). Joins a multi-host run first when its variables are set."""
+    initialize_from_env()
     cfg = validate(cfg, len(devices) if devices is not None else None)
     workdir = os.path.abspath(workdir or cfg.trainer.workdir)
     os.makedirs(workdir, exist_ok=True)
@@ -442,6 +444,7 @@ def build_run(cfg: ConfigDict, workdir: str | None = None, devices=None) -> Run:
         "train_rows_dropped": train_data.num_dropped,
         "eval_rows": len(eval_examples),
     }
-    with open(os.path.join(workdir, "run_info.json"), "w") as f:
-        json.dump(info, f, indent=1)
+    if is_main_process():  # multi-host: one writer
+        with open(os.path.join(workdir, "run_info.json"), "w") as f:
+            json.dump(info, f, indent=1)
     return Run(roles, spec, train_data, eval_examples, checkpointer, workdir)

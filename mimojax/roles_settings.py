@@ -15,6 +15,7 @@ from mimojax.algos import KLController
 from mimojax.algos.advantage_stage import AdvantageSettings
 from mimojax.algos.registry import POLICY_LOSSES
 from mimojax.data import read_rows
+from mimojax.distributed import is_main_process
 from mimojax.rollout.agent_loop import AgentSettings
 from mimojax.rollout.tools import ToolSettings
 from mimojax.train_step import ActorHParams
@@ -176,9 +177,9 @@ def loop_spec(cfg: ConfigDict) -> LoopSpec:
         preemption_grace_s=float(cfg.checkpoint.preemption_grace_s),
         dynamic_sampling=bool(a.dynamic_sampling.enable),
         max_num_gen_batches=int(a.dynamic_sampling.max_num_gen_batches),
-        logger_kwargs=dict(
-            jsonl=bool(cfg.logging.jsonl),
-            wandb_mode=wb.mode,
+        logger_kwargs=dict(  # multi-host: only process 0 writes metrics
+            jsonl=bool(cfg.logging.jsonl) and is_main_process(),
+            wandb_mode=wb.mode if is_main_process() else "disabled",
             wandb_project=wb.project,
             wandb_entity=wb.entity,
             wandb_name=wb.name,

@@ -15,11 +15,11 @@ import logging
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from mimojax.algos import AdvantageInputs, advantage_stage
 from mimojax.algos.registry import ADVANTAGE_ESTIMATORS
+from mimojax.distributed import is_main_process, replicated
 from mimojax.evaluation import evaluate
 from mimojax.metrics import RESTART_KEYS, MetricsLogger, Timer, restart_stats, rollout_batch_metrics
 from mimojax.preemption import StepAbandoned, StopRequest
@@ -53,7 +53,7 @@ class Trainer:
         self._save_s, self._saved_step, self.stop = None, None, None
         self.restarts = dict.fromkeys(RESTART_KEYS, 0.0)
         self._restore()  # the newest readable checkpoint; build_run refused another model's
-        spec = self.spec
+        spec, progress = self.spec, progress and is_main_process()  # multi-host: process 0 prints
         self.logger = MetricsLogger(
             self.workdir, total_steps=spec.total_steps, start_step=self.step, progress=progress,
             time_limit_s=60.0 * spec.time_limit_minutes, **spec.logger_kwargs,
@@ -61,7 +61,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ state
     def _array_state(self) -> dict:
-        state = {"actor": self.actor.state._asdict(), "kl_coef": jnp.float32(self.kl_ctrl.coef)}
+        coef = replicated(np.float32(self.kl_ctrl.coef), self.actor.mesh)  # multi-host: global
+        state = {"actor": self.actor.state._asdict(), "kl_coef": coef}
         if self.critic is not None:
             state["critic"] = self.critic.state._asdict()
         return state

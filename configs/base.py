@@ -80,7 +80,7 @@ def get_config(arg=None):
     # passed or all failed are drawn with probability `floor` instead of 1 (history kept across
     # epochs, checkpointed with the data position); data/difficulty/* metrics.
     d.difficulty = dd = ConfigDict()
-    dd.enable = False
+    dd.enable = False  # draw prompts by their solve history (off: every prompt equally)
     dd.floor = 0.1  # acceptance probability of an always- or never-solved prompt, (0, 1]
     dd.success_threshold = 1.0  # a sample counts as solved when its score >= this
 

@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
+import numpy as np
+
 from mimojax.registry import Registry, UnknownNameError
 
 REWARD_FUNCTIONS = Registry("reward function")
@@ -392,3 +394,14 @@ def summarize(results: Sequence[RewardResult]) -> dict[str, float]:
     for k, values in sorted(dims.items()):
         metrics[f"reward/{k}/mean"] = sum(values) / len(values)
     return metrics
+
+
+def dims_BxK(results: Sequence[RewardResult]) -> np.ndarray | None:
+    """[B, K] per-dimension rewards (K = every dimension a valid result reported, sorted by
+    name; a row without one scores 0 on it), for estimators that take them (GDPO); None when
+    no grader reported dimensions."""
+    keys = sorted({k for r in results if r.valid for k in r.dims})
+    if not keys:
+        return None
+    return np.asarray([[r.dims.get(k, 0.0) if r.valid else 0.0 for k in keys] for r in results],
+                      np.float32)  # fmt: skip

@@ -67,6 +67,8 @@ ALLOW_UNSANDBOXED_ENV = "MIMOJAX_ALLOW_UNSANDBOXED"
 
 def _allowed(allow_unsandboxed: bool) -> bool:
     return allow_unsandboxed or os.environ.get(ALLOW_UNSANDBOXED_ENV) == "1"
+
+
 PRLIMIT: str | None = shutil.which("prlimit")  # util-linux; inside the sandbox via /usr or /bin
 PROG = "/run/prog"  # the program's dir inside: read-only, outside the work dir
 LANGUAGES = {"python": ".py", "bash": ".sh", "sh": ".sh"}

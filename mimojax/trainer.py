@@ -23,7 +23,7 @@ from mimojax.distributed import is_main_process, replicated
 from mimojax.evaluation import evaluate
 from mimojax.metrics import RESTART_KEYS, MetricsLogger, Timer, restart_stats, rollout_batch_metrics
 from mimojax.preemption import StepAbandoned, StopRequest
-from mimojax.rewards import summarize
+from mimojax.rewards import dims_BxK, summarize
 from mimojax.roles import Run, build_run
 from mimojax.rollout.agent_loop import agent_loop_metrics
 from mimojax.rollout.batch import TrainBatch, build_batch, map_rows
@@ -137,8 +137,9 @@ class Trainer:
         """One RL step; returns its metrics (verl names)."""
         spec, timer, t_step = self.spec, Timer(), time.perf_counter()
         sampled = sample_groups(  # one generation batch, or dynamic sampling's several
-            self.roles.rollout, self.pool, self.data_iter, spec, self.step, timer, self._safe_point
-        )
+            self._rollout, self.roles.rollout.sampling, self.pool, self.data_iter, spec,
+            self.step, timer, self._safe_point,
+        )  # fmt: skip
         examples, trajs, results = sampled.examples, sampled.trajs, sampled.results
         rb = build_batch(
             trajs, [r.score for r in results], [r.valid for r in results],
@@ -152,6 +153,7 @@ class Trainer:
                 token_rewards_BxT=rb.token_rewards_BxT, response_mask_BxT=rb.response_mask_BxT,
                 scores_B=rb.scores_B, group_ids_B=rb.group_ids_B, valid_B=rb.valid_B,
                 kl_coef=np.float32(self.kl_ctrl.coef), **passes,
+                rewards_BxK=dims_BxK(results) if self.traits.takes_reward_dims else None,
             ))  # fmt: skip
             adv, returns, mask = (
                 np.asarray(x, np.float32) for x in (out.adv_BxT, out.returns_BxT, out.loss_mask_BxT)

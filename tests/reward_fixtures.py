@@ -49,3 +49,9 @@ def const_or_length_mod(response, ground_truth, extra):
     """1.0 for rows with extra.const (every sample scores the same: a group without signal),
     else `length_mod` (varies inside groups)."""
     return 1.0 if extra.get("const") else length_mod(response, ground_truth, extra)
+
+
+def flat_score_varied_dims(response, ground_truth, extra):
+    """The same score for every response, but two dimensions that vary with its length: only an
+    estimator that reads the dimensions (GDPO) sees a signal."""
+    return {"score": 0.5, "odd": float(len(response) % 2), "mod3": (len(response) % 3) / 2.0}

@@ -1,13 +1,17 @@
 """Headless rendering for the visual world: the system chromium through Playwright, offline.
 
 One browser per process, started at the first render and reused (a launch costs ~3 s, a page
-~0.2 s); each render gets a fresh context with JavaScript off, no network (offline, every
-request aborted) and a fixed viewport. A browser that cannot start or a render that fails or
+~0.2 s). Playwright's sync API runs its own event loop in the thread that starts it and leaves
+that loop marked running; so the browser lives on a private thread, and the caller's thread
+stays free for `asyncio.run` (the tool-agent loop, the engine client). Each render gets a
+fresh context with JavaScript off, no network (offline, every request aborted) and a fixed
+viewport. A browser that cannot start or a render that fails or
 times out raises: the reward pool counts it as an infra failure, not a zero.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import io
 import os
 import shutil
@@ -44,11 +48,13 @@ class Renderer:
     def __init__(self):
         self._pw = None
         self._browser = None
+        # Every Playwright call happens on this one thread (see the module docstring).
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="chromium")
 
     def _start(self):
         if self._browser is not None and self._browser.is_connected():
             return self._browser
-        self.close()
+        self._close()
         from playwright.sync_api import sync_playwright
 
         path = chromium_path()
@@ -69,6 +75,9 @@ class Renderer:
 
     def render(self, html: str, selectors=()) -> tuple[np.ndarray, list]:
         """Screenshot (uint8 RGB, HxWx3) of `html` and the DOM facts of `selectors`."""
+        return self._thread.submit(self._render, html, selectors).result()
+
+    def _render(self, html: str, selectors) -> tuple[np.ndarray, list]:
         from PIL import Image
 
         browser = self._start()
@@ -92,6 +101,9 @@ class Renderer:
 
     def close(self) -> None:
         """Stop the browser and Playwright (idempotent)."""
+        self._thread.submit(self._close).result()
+
+    def _close(self) -> None:
         for closer in (self._browser, self._pw):
             try:
                 if closer is not None:

@@ -205,7 +205,9 @@ def reinforce_plus_plus_baseline(
     return _done(adv_BxT)
 
 
-@ADVANTAGE_ESTIMATORS.register("gdpo", traits=GROUP_STD_TRAITS)
+@ADVANTAGE_ESTIMATORS.register(
+    "gdpo", traits=EstimatorTraits(needs_groups=True, norm_by_std=True, takes_reward_dims=True)
+)
 def gdpo(
     token_rewards_BxT,
     mask_BxT,

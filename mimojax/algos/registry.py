@@ -27,6 +27,8 @@ class EstimatorTraits:
     needs_baseline_rollout: bool = False
     # old_logp_BxT and sum_pi_squared_BxT from the log-prob pass (optimal token baseline)
     needs_logprob_stats: bool = False
+    # rewards_BxK: one outcome reward per grader dimension (RewardResult.dims), as GDPO takes
+    takes_reward_dims: bool = False
 
 
 ADVANTAGE_ESTIMATORS = Registry("advantage estimator", default_traits=EstimatorTraits())

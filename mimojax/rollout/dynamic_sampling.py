@@ -98,16 +98,19 @@ def sample_step(
     return out
 
 
-def sample_groups(rollout, pool, data_iter, spec, step: int, timer, between_phases) -> SampledStep:
-    """The trainer's step: `spec.batch_size` prompts x `spec.n` samples from the rollout role,
-    scored by the reward pool; with `spec.dynamic_sampling`, up to `spec.max_num_gen_batches`
-    generation batches. Request ids never repeat across steps or batches."""
+def sample_groups(
+    rollout_fn, sampling, pool, data_iter, spec, step: int, timer, between_phases
+) -> SampledStep:
+    """The trainer's step: `spec.batch_size` prompts x `spec.n` samples from
+    `rollout_fn(examples, n, sampling, request_id_base)`, scored by the reward pool; with
+    `spec.dynamic_sampling`, up to `spec.max_num_gen_batches` generation batches. Request ids
+    never repeat across steps or batches."""
     per_step = spec.max_num_gen_batches if spec.dynamic_sampling else 1
 
     def generate(examples, g):
         with timer("gen"):
             base = (step * per_step + g) * spec.batch_size
-            return rollout.run(examples, spec.n, rollout.sampling, base)
+            return rollout_fn(examples, spec.n, sampling, base)
 
     difficulty = []  # per generation batch: data/difficulty/* of the prompts drawn
 

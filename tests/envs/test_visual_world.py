@@ -3,6 +3,7 @@ browser shared by this module's in-process tests, one more in the reward pool's 
 checks against hand-written facts, JavaScript and network off, render failures as infra
 failures."""
 
+import asyncio
 import http.server
 import json
 import threading
@@ -78,6 +79,17 @@ def test_reference_scores_one_and_partial_answers_score_between():
     plain = _grade("<div>Daily News Welcome!</div>")
     assert plain["dom"] == 0.0 and plain["visual"] < 0.2
     assert red["score"] > plain["score"]
+
+
+def test_rendering_leaves_the_callers_thread_free_for_asyncio():
+    # Playwright's sync API marks its loop running in the thread that starts it; the renderer
+    # keeps it on a private thread, so the tool-agent loop's asyncio.run still works here.
+    assert _grade(HEADER["extra"]["reference_html"])["score"] == 1.0
+
+    async def answer():
+        return 42
+
+    assert asyncio.run(answer()) == 42
 
 
 def test_javascript_and_network_are_off():

@@ -199,6 +199,12 @@ def get_config(arg=None):
     t.time_limit_minutes = 0.0  # stop after this much training wall time (eval excluded); 0 = off
     t.eval_at_minutes = ()  # also evaluate when training wall time first passes each of these
     t.shuffle_mini_batches = True  # permute samples before splitting into mini-batches
+    # Async RL (mimojax/rollout/async_buffer.py): "sync" = generate then train; "one_step_off" =
+    # step t+1's rollout overlaps step t's update (staleness exactly 1); "async" = a producer
+    # fills a bounded buffer, weights synced to it after every update.
+    t.mode = "sync"  # "sync" | "one_step_off" | "async"
+    t.max_off_policy_steps = 1  # async: staleness bound (trainer version - rollout version), >= 0
+    t.staleness_policy = "wait"  # async: "wait" (producer blocks at the bound) | "drop" (discard)
 
     cfg.logging = lg = ConfigDict()
     lg.jsonl = True  # write metrics to <workdir>/metrics.jsonl

@@ -312,6 +312,34 @@ def _check_trainer(cfg: ConfigDict, bad) -> None:
         bad(f"eval.pass_k: must be >= 0 (0 = greedy only), got {cfg.eval.pass_k}")
     if cfg.critic.warmup_steps < 0:
         bad(f"critic.warmup_steps: must be >= 0, got {cfg.critic.warmup_steps}")
+    _check_async(cfg, bad)
+
+
+TRAINER_MODES = ("sync", "one_step_off", "async")
+STALENESS_POLICIES = ("wait", "drop")
+
+
+def _check_async(cfg: ConfigDict, bad) -> None:
+    t = cfg.trainer
+    if t.mode not in TRAINER_MODES:
+        bad(f"trainer.mode: '{t.mode}' is not one of {TRAINER_MODES}")
+    if not isinstance(t.max_off_policy_steps, int) or t.max_off_policy_steps < 0:
+        bad(f"trainer.max_off_policy_steps: must be an int >= 0, got {t.max_off_policy_steps!r}")
+    if t.staleness_policy not in STALENESS_POLICIES:
+        bad(f"trainer.staleness_policy: '{t.staleness_policy}' is not one of {STALENESS_POLICIES}")
+    if t.mode == "one_step_off" and (t.max_off_policy_steps != 1 or t.staleness_policy != "wait"):
+        bad(
+            "trainer.max_off_policy_steps: trainer.mode = 'one_step_off' lags exactly one step "
+            "(max_off_policy_steps = 1, staleness_policy = 'wait'); use mode = 'async' for "
+            f"another bound, got {t.max_off_policy_steps} / '{t.staleness_policy}'"
+        )
+    traits = _estimator_traits(cfg.algorithm.adv_estimator)
+    if t.mode != "sync" and traits is not None and traits.needs_baseline_rollout:
+        bad(
+            f"trainer.mode: '{t.mode}' keeps the engine busy producing; algorithm.adv_estimator "
+            f"= '{cfg.algorithm.adv_estimator}' needs a greedy baseline rollout each step, so "
+            "it runs in mode = 'sync' only"
+        )
 
 
 def _check_roles(cfg: ConfigDict, num_devices: int, bad) -> int:

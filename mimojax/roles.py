@@ -312,6 +312,7 @@ def build_roles(
         t.ppo_epochs == 1
         and t.mini_batch_size == cfg.data.batch_size
         and not a.rollout_correction.bypass_mode
+        and t.mode == "sync"  # off-policy modes: old log-probs recomputed before the update
     )
     hp = actor_hparams_from_config(cfg, on_policy=on_policy)
     actor_opt = make_optimizer(cfg.optimizer, total_updates)

@@ -89,6 +89,9 @@ class LoopSpec:
     run_info: dict  # what run_info.json records about the run
     dynamic_sampling: bool = False  # DAPO: generate until batch_size informative groups
     max_num_gen_batches: int = 1  # ... drawing at most this many generation batches per step
+    mode: str = "sync"  # "sync" | "one_step_off" | "async" (mimojax/rollout/async_buffer.py)
+    max_off_policy_steps: int = 1  # async: staleness bound
+    staleness_policy: str = "wait"  # async: "wait" | "drop"
 
 
 def advantage_settings(cfg: ConfigDict) -> AdvantageSettings:
@@ -177,6 +180,9 @@ def loop_spec(cfg: ConfigDict) -> LoopSpec:
         preemption_grace_s=float(cfg.checkpoint.preemption_grace_s),
         dynamic_sampling=bool(a.dynamic_sampling.enable),
         max_num_gen_batches=int(a.dynamic_sampling.max_num_gen_batches),
+        mode=t.mode,
+        max_off_policy_steps=int(t.max_off_policy_steps),
+        staleness_policy=t.staleness_policy,
         logger_kwargs=dict(  # multi-host: only process 0 writes metrics
             jsonl=bool(cfg.logging.jsonl) and is_main_process(),
             wandb_mode=wb.mode if is_main_process() else "disabled",
@@ -192,6 +198,7 @@ def loop_spec(cfg: ConfigDict) -> LoopSpec:
             "batch": f"{cfg.data.batch_size} prompts x {cfg.rollout.n} samples",
             "max_new_tokens": int(cfg.rollout.max_new_tokens),
             "roles": "colocated" if not tuple(cfg.roles.rollout.devices) else "split",
+            "mode": t.mode,
             "cost": {k: float(v) for k, v in cfg.cost.items()},  # $/hour, 0 = unknown
         },
     )

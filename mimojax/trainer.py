@@ -15,17 +15,25 @@ import logging
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from mimojax.algos import AdvantageInputs, advantage_stage
 from mimojax.algos.registry import ADVANTAGE_ESTIMATORS
 from mimojax.distributed import is_main_process, replicated
 from mimojax.evaluation import evaluate
-from mimojax.metrics import RESTART_KEYS, MetricsLogger, Timer, restart_stats, rollout_batch_metrics
+from mimojax.metrics import (
+    RESTART_KEYS,
+    MetricsLogger,
+    Timer,
+    restart_stats,
+    rollout_batch_metrics,
+)
 from mimojax.preemption import StepAbandoned, StopRequest
 from mimojax.rewards import dims_BxK, summarize
 from mimojax.roles import Run, build_run
 from mimojax.rollout.agent_loop import agent_loop_metrics
+from mimojax.rollout.async_buffer import AsyncRollouts, staleness_metrics
 from mimojax.rollout.batch import TrainBatch, build_batch, map_rows
 from mimojax.rollout.dynamic_sampling import sample_groups
 from mimojax.train_step import Counts
@@ -52,6 +60,10 @@ class Trainer:
         self._evals_done_at_minutes: set[float] = set()
         self._save_s, self._saved_step, self.stop = None, None, None
         self.restarts = dict.fromkeys(RESTART_KEYS, 0.0)
+        # Off-policy modes: the producer (started by train()) and the last batch consumed,
+        # (its index + 1, the data position after it): what a checkpoint records.
+        self.rollouts: AsyncRollouts | None = None
+        self._consumed: tuple[int, dict] | None = None
         self._restore()  # the newest readable checkpoint; build_run refused another model's
         spec, progress = self.spec, progress and is_main_process()  # multi-host: process 0 prints
         self.logger = MetricsLogger(
@@ -69,15 +81,21 @@ class Trainer:
 
     def save(self) -> None:
         """Checkpoints everything a resume needs (params, optimizer, data position, counters)."""
+        version, data = int(self.engine.policy_version), None
+        if self.spec.mode != "sync":  # the producer's engine runs behind; buffered batches redo
+            version = self.rollouts.version if self.rollouts else version
+            data = self._consumed[1] if self._consumed else None
         meta = {
             "model": self.roles.fingerprint,
-            "data": self.data_iter.get_state(),
-            "policy_version": int(self.engine.policy_version),
+            "data": data or self.data_iter.get_state(),
+            "policy_version": version,
             "wall_s": self.wall_s,
             "total_tokens": int(self.total_tokens),
             "evals_done_at_minutes": sorted(self._evals_done_at_minutes),
             "restarts": self.restarts,
         }
+        if self.spec.mode != "sync":
+            meta["async_batches"] = self._consumed[0] if self._consumed else self.step
         self.checkpointer.save(self.step, self._array_state(), meta)
         self._saved_step = self.step
 
@@ -91,6 +109,8 @@ class Trainer:
             self.critic.state = type(self.critic.state)(**state["critic"])
         self.kl_ctrl = dataclasses.replace(self.kl_ctrl, coef=float(state["kl_coef"]))
         self.data_iter.set_state(meta["data"])
+        if "async_batches" in meta:
+            self._consumed = (int(meta["async_batches"]), meta["data"])
         self.step, self.wall_s = int(meta["step"]), float(meta["wall_s"])
         self.total_tokens = int(meta["total_tokens"])
         self._evals_done_at_minutes = set(meta.get("evals_done_at_minutes", []))
@@ -135,11 +155,15 @@ class Trainer:
 
     def train_step(self) -> dict:
         """One RL step; returns its metrics (verl names)."""
-        spec, timer, t_step = self.spec, Timer(), time.perf_counter()
-        sampled = sample_groups(  # one generation batch, or dynamic sampling's several
-            self._rollout, self.roles.rollout.sampling, self.pool, self.data_iter, spec,
-            self.step, timer, self._safe_point,
-        )  # fmt: skip
+        spec, timer, t_step, produced, queue = self.spec, Timer(), time.perf_counter(), None, {}
+        if self.rollouts is None:
+            sampled = sample_groups(  # one generation batch, or dynamic sampling's several
+                self._rollout, self.roles.rollout.sampling, self.pool, self.data_iter, spec,
+                self.step, timer, self._safe_point,
+            )  # fmt: skip
+        else:  # generated ahead by the producer thread, within the staleness bound
+            produced, queue = self.rollouts.get(between_waits=self._safe_point)
+            sampled = produced.sampled
         examples, trajs, results = sampled.examples, sampled.trajs, sampled.results
         rb = build_batch(
             trajs, [r.score for r in results], [r.valid for r in results],
@@ -168,12 +192,22 @@ class Trainer:
         )  # fmt: skip
         metrics.update(self._update(batch, timer))
         with timer("sync"):
-            version = self.roles.rollout.sync(self.actor.state.params)
+            if self.rollouts is None:
+                version = self.roles.rollout.sync(self.actor.state.params)
+            else:  # a copy: the next update donates the params the producer would load
+                version = self.rollouts.version + 1
+                self.rollouts.publish(jax.tree.map(jnp.copy, self.actor.state.params), version)
+                self._consumed = (produced.index + 1, produced.data_state)
+                queue.update(produced.timing)  # the producer's gen / reward seconds
+                queue.update(staleness_metrics(
+                    trajs, rb.scores_B, version - 1, spec.max_off_policy_steps
+                ))  # fmt: skip
         values = passes.get("values_BxT")
         metrics.update(rollout_batch_metrics(rb, trajs, mask, adv, returns, values, version))
         metrics.update(agent_loop_metrics(trajs))
         metrics.update({**summarize(results), **timer.pop()})
         metrics.update(sampled.metrics)  # dynamic / difficulty-aware sampling's, when on
+        metrics.update(queue)  # async/*, queue/* (off-policy modes)
         step_s, tokens = time.perf_counter() - t_step, int(rb.attention_mask_BxT.sum())
         self.total_tokens += tokens
         return {
@@ -226,6 +260,15 @@ class Trainer:
         if not self.eval_examples:
             return {}
         r = self.roles.rollout
+        if self.rollouts is not None:  # borrow the engine between two batches of the producer
+            with self.rollouts.engine_lock:
+                r.sync(self.actor.state.params, version=self.rollouts.version)
+                self.rollouts.engine_borrowed()
+                return self._evaluate_engine()
+        return self._evaluate_engine()
+
+    def _evaluate_engine(self) -> dict:
+        r = self.roles.rollout
         return evaluate(
             self.engine, self.tokenizer, self.eval_examples, self.pool,
             greedy=r.greedy, sampled=r.sampling, pass_k=self.spec.eval_pass_k, agent=r.agent,
@@ -253,12 +296,14 @@ class Trainer:
                 if self.step == 0 and spec.eval_at_start and self.eval_examples:
                     last_eval = self.evaluate()
                     self.logger.log(0, {**last_eval, "perf/wall_s": 0.0})
+                self._start_rollouts()
                 while self.step < spec.total_steps and not self._time_up():
-                    data_state, t0 = self.data_iter.get_state(), time.perf_counter()
+                    data_state, t0 = self._data_state(), time.perf_counter()
                     try:
                         metrics = self.train_step()
                     except StepAbandoned:  # re-runs identically after the resume
-                        self.data_iter.set_state(data_state)
+                        if self.rollouts is None:  # async: the checkpoint has the consumed one
+                            self.data_iter.set_state(data_state)
                         break
                     self.step += 1
                     self.wall_s += time.perf_counter() - t0
@@ -283,8 +328,36 @@ class Trainer:
                 if self.stop.signalled:
                     self._save_and_report_stop()
         finally:
+            if self.rollouts is not None:
+                self.rollouts.close()
             self.close()
         return last_eval
+
+    def _data_state(self):
+        return self.data_iter.get_state() if self.rollouts is None else None
+
+    def _start_rollouts(self) -> None:
+        """Off-policy modes: the producer thread, from the last consumed batch on."""
+        spec = self.spec
+        if spec.mode == "sync" or self.rollouts is not None:
+            return
+        version = int(self.engine.policy_version)
+        self.rollouts = AsyncRollouts(
+            self._produce, lambda params, v: self.roles.rollout.sync(params, version=v),
+            jax.tree.map(jnp.copy, self.actor.state.params),
+            start_index=self._consumed[0] if self._consumed else self.step, version=version,
+            max_off_policy_steps=spec.max_off_policy_steps, policy=spec.staleness_policy,
+            exact=spec.mode == "one_step_off",
+        )  # fmt: skip
+
+    def _produce(self, index: int):
+        """Producer thread: batch `index` sampled and graded (request ids from `index`)."""
+        timer = Timer()
+        sampled = sample_groups(
+            self._rollout, self.roles.rollout.sampling, self.pool, self.data_iter, self.spec,
+            index, timer, lambda: None,
+        )  # fmt: skip
+        return sampled, self.data_iter.get_state(), timer.pop()
 
     def _save_and_report_stop(self) -> None:
         """After a stop signal: the last finished step checkpointed, one line on where to resume."""

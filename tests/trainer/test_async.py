@@ -2,7 +2,7 @@
 staleness bound holds over slow rollouts under `wait` and `drop`, one_step_off lags exactly one
 step, and a kill mid-run resumes from the consumed data position (buffered batches redone).
 
-Each run is 3-4 tiny steps (~5-10 s on 2 CPU cores)."""
+Each run is 3-4 tiny steps (~10-25 s on 2 shared CPU cores); the two-run tests are `slow`."""
 
 from __future__ import annotations
 
@@ -51,7 +51,9 @@ def _params(trainer):
     return jax.tree.leaves(jax.device_get(trainer.actor.state.params))
 
 
+@pytest.mark.slow
 def test_async_with_bound_zero_reproduces_sync(tmp_path, overrides):
+    """Slow: two 3-step runs with their compiles (~35 s idle, ~70 s on a loaded 2-core box)."""
     sync = _trainer(tmp_path / "sync", overrides)
     sync.train()
     off = _trainer(tmp_path / "async", overrides, "trainer.mode='async'",
@@ -99,7 +101,9 @@ def test_staleness_bound_holds_with_a_slow_rollout(tmp_path, overrides, policy, 
     assert consumed_groups == 4 * 2 + dropped
 
 
+@pytest.mark.slow
 def test_kill_mid_async_and_resume_counts_every_batch_once(tmp_path, overrides):
+    """Slow: a killed run and its resume, each compiling (~20 s idle, ~40 s loaded)."""
     more = ("trainer.mode='async'", "trainer.max_off_policy_steps=2", "trainer.total_steps=4",
             "checkpoint.every_steps=2")  # fmt: skip
     trainer = _trainer(tmp_path, overrides, *more)

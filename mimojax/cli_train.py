@@ -38,6 +38,19 @@ def register(sub) -> None:
         allow_abbrev=False,
     )
     _config_arg(sft)
+    sft.add_argument(
+        "--from-rollouts",
+        action="store_true",
+        help="rejection-sampling warm-up (RFT): sample the config's model sft.rft.n times on its "
+        "data.train_files prompts, keep graded-correct answers (WORKDIR/rft_data.jsonl), "
+        "fine-tune on them",
+    )
+    sft.add_argument(
+        "--then-train",
+        action="store_true",
+        help="with --from-rollouts: then run `mimojax train` from WORKDIR/hf in WORKDIR/rl "
+        "(rerun to resume; a finished warm-up is not redone)",
+    )
     sft.set_defaults(func=cmd_sft, takes_config=True)
 
     rep = sub.add_parser("report", help="(re)write WORKDIR/report.html", allow_abbrev=False)
@@ -122,17 +135,39 @@ def cmd_eval(args) -> int:
 
 
 def cmd_sft(args) -> int:
+    from mimojax.config_error import ConfigError
     from mimojax.data import DataError
     from mimojax.sft import run_sft
 
+    if args.then_train and not args.from_rollouts:
+        print("mimojax sft: --then-train needs --from-rollouts", file=sys.stderr)
+        return 2
     cfg, workdir = _load(args)
-    try:
-        metrics = run_sft(cfg, workdir)
-    except DataError as e:
-        print(f"mimojax sft: {e}", file=sys.stderr)
-        return 1
-    print(f"final sft/loss {metrics['sft/loss']:.4f}; model: {os.path.join(workdir, 'hf')}")
-    return 0
+    hf = os.path.join(workdir, "hf")
+    if args.then_train and os.path.exists(os.path.join(hf, "config.json")):
+        print(f"mimojax sft: {hf} exists: warm-up done, going on with RL", flush=True)
+    else:
+        try:
+            if args.from_rollouts:
+                from mimojax.rft import run_rft
+
+                metrics = run_rft(cfg, workdir, log=lambda m: print(m, flush=True))
+            else:
+                metrics = run_sft(cfg, workdir)
+        except (DataError, ConfigError) as e:
+            print(f"mimojax sft: {e}", file=sys.stderr)
+            return 1
+        print(f"final sft/loss {metrics['sft/loss']:.4f}; model: {hf}", flush=True)
+    if not args.then_train:
+        return 0
+    rl = argparse.Namespace(
+        config=args.config,
+        overrides=[*args.overrides, f"model.name_or_path={hf}"],
+        workdir=os.path.join(workdir, "rl"),
+        no_resume=False,
+    )
+    print(f"mimojax sft: RL from {hf} in {rl.workdir}", flush=True)
+    return cmd_train(rl)
 
 
 def cmd_report(args) -> int:

@@ -1,0 +1,77 @@
+"""GRPO where success is rare: SmolLM2-135M-Instruct on two-step and two-digit word problems.
+
+Task: `envs/math`'s hard mix (`hard_arith_*.jsonl`, written by `python -m
+mimojax.envs.math.tasks --split hard_arith`, fixed seeds): two-step stories ("has a, buys b,
+gives c") and two-digit add / sub with a carry or a borrow, in turn. "Answer with just the final
+number.", graded by the sympy answer checker.
+
+Base rate: SmolLM2-135M-Instruct scores 9% greedy on the first 100 held-out problems
+(measured with `mimojax eval --config configs/grpo_arith_hard_smollm2.py --workdir
+runs/hard_base`, a fresh workdir = the base model); most GRPO groups of 8 are all wrong.
+
+Entropy control: clip-higher (`algorithm.clip_ratio_high` 0.28, DAPO) by default. It costs
+nothing per step, unlike KL to the reference (one more forward pass per step on 2 CPU cores)
+or an entropy bonus (which on a 135M model tends to blow entropy up instead of holding it);
+it lets the rare correct-but-unlikely tokens gain probability faster than the clip at 0.2
+would, which is exactly what a low-success task needs. DAPO's dynamic sampling is on too
+(`algorithm.dynamic_sampling`, at most 3 generation batches per step): with a few percent
+success, a plain step trains on almost no groups.
+
+Launch:   mimojax train --config configs/grpo_arith_hard_smollm2.py --workdir runs/grpo_hard
+          args: `:seed=N` (sampling, shuffle and init seeds), `:minutes=M` (training budget),
+          `:runlocal` (two tiny steps, no evaluation: a smoke run), `:model=NAME` (e.g.
+          tiny-random-llama for a plumbing check), `:passk` (the pass@k estimator, see
+          configs/grpo_passk_arith_hard_smollm2.py)
+          data files are overridable as in any config: --config.data.train_files=...
+Hardware: 2 CPU cores (the numbers below); any single accelerator runs it faster.
+Expected: one seed (0) on a shared 2-core box (1-min load 0.1-8.3, median 2.4, `uptime`
+          each minute): held-out greedy 0.09 (step 0) -> 0.08 (5.4 min, step 9) -> 0.15
+          (10.3 min, step 19) -> 0.13 (15.4 min, step 26); 18.8 min wall with evaluations,
+          12.3 GB peak RSS. `/usr/bin/time -v mimojax train --config
+          configs/grpo_arith_hard_smollm2.py:seed=0,minutes=15 --workdir runs/grpo_hard_s0`.
+          +4 points, within noise of 100 problems: this recipe does NOT yet reach the issue's
+          +25 points in 15 minutes; one seed on a loaded machine is one seed.
+"""
+
+from pathlib import Path
+
+from mimojax.config import load_config, parse_config_args
+from mimojax.envs.math.tasks import DATA_DIR
+
+ARGS = {
+    "seed": 0,  # data shuffle, sampling and trainer seeds
+    "minutes": 15.0,  # training wall-time budget (evaluation excluded)
+    "runlocal": False,  # two small steps, no evaluation or checkpoints: a smoke run
+    "model": "smollm2-135m-instruct",  # registry name or HF dir
+    "passk": False,  # grpo_passk estimator instead of grpo
+}
+
+
+def get_config(arg=None):
+    """Return the hard-arithmetic config; args: seed=N, minutes=M, runlocal, model=NAME, passk."""
+    args = parse_config_args(arg, ARGS)
+    spec = str(Path(__file__).with_name("grpo_arith_smollm2.py"))
+    spec += f":seed={args['seed']},minutes={args['minutes']}"
+    spec += ",runlocal" if args["runlocal"] else ""
+    cfg = load_config(spec)
+
+    cfg.model.name_or_path = str(args["model"])
+    cfg.data.train_files = (str(DATA_DIR / "hard_arith_train.jsonl"),)
+    cfg.data.eval_files = (str(DATA_DIR / "hard_arith_test.jsonl"),)
+    # 24 tokens (the default job's budget) leave no room to finish: 0% greedy; 48 give 9%.
+    cfg.rollout.max_new_tokens = 48
+
+    cfg.algorithm.adv_estimator = "grpo_passk" if args["passk"] else "grpo"
+    cfg.algorithm.clip_ratio_low = 0.2
+    cfg.algorithm.clip_ratio_high = 0.28  # clip-higher: see the docstring
+    cfg.algorithm.entropy_coeff = 0.0
+    cfg.algorithm.use_kl_loss = False
+    cfg.algorithm.dynamic_sampling.enable = True
+    cfg.algorithm.dynamic_sampling.max_num_gen_batches = 3
+
+    name = "grpo_passk_arith_hard_smollm2" if args["passk"] else "grpo_arith_hard_smollm2"
+    cfg.trainer.workdir = f"runs/{name}" + ("_local" if args["runlocal"] else "")
+    if args["runlocal"]:
+        cfg.algorithm.dynamic_sampling.max_num_gen_batches = 2
+        cfg.rollout.max_new_tokens = 16
+    return cfg

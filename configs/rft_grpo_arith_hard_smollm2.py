@@ -1,0 +1,71 @@
+"""Rejection-sampling warm-up (RFT), then GRPO, on the hard arithmetic mix.
+
+Phase 1 (`mimojax sft --from-rollouts`, mimojax/rft.py): SmolLM2-135M-Instruct samples
+`sft.rft.n` answers to each of the first `sft.rft.num_prompts` training prompts, the math
+grader keeps the correct ones (deduplicated, at most `sft.rft.max_per_prompt` per prompt),
+WORKDIR/rft_data.jsonl holds them as chat rows, and `sft.rft.steps` steps of fine-tuning on the
+assistant tokens write WORKDIR/hf. Phase 2 is configs/grpo_arith_hard_smollm2.py started from
+WORKDIR/hf, in WORKDIR/rl. RFT turns the few prompts the base model sometimes solves into
+answers it gives greedily, so that RL starts where more groups carry signal.
+
+Launch:   one command, both phases (rerun to resume RL; a finished warm-up is kept):
+          mimojax sft --from-rollouts --then-train \
+              --config configs/rft_grpo_arith_hard_smollm2.py --workdir runs/rft_grpo_hard
+          or in two steps (the TRL way):
+          mimojax sft --from-rollouts --config configs/rft_grpo_arith_hard_smollm2.py \
+              --workdir runs/rft_hard
+          mimojax train --config configs/grpo_arith_hard_smollm2.py --workdir runs/grpo_from_rft \
+              --config.model.name_or_path=runs/rft_hard/hf
+          args: as configs/grpo_arith_hard_smollm2.py (`:seed=N`, `:minutes=M`, `:runlocal`,
+          `:model=NAME`, `:passk`); `--config.sft.rft.n=32` etc. for the warm-up knobs
+Hardware: 2 CPU cores; any single accelerator runs it faster.
+Expected: not measured on SmolLM2 yet (the 15-minute budget went to the plain hard recipe);
+          tests/test_rft.py runs both phases on a tiny random model.
+"""
+
+from pathlib import Path
+
+from ml_collections import ConfigDict
+
+from mimojax.config import load_config, parse_config_args
+
+ARGS = {
+    "seed": 0,  # data shuffle, sampling and trainer seeds
+    "minutes": 15.0,  # RL wall-time budget (evaluation excluded; the warm-up is extra)
+    "runlocal": False,  # two small steps per phase, no evaluation: a smoke run
+    "model": "smollm2-135m-instruct",  # the base model RFT samples from
+    "passk": False,  # grpo_passk in the RL phase
+}
+
+
+def get_config(arg=None):
+    """Return the RFT + GRPO config; args as configs/grpo_arith_hard_smollm2.py."""
+    args = parse_config_args(arg, ARGS)
+    spec = str(Path(__file__).with_name("grpo_arith_hard_smollm2.py"))
+    spec += f":seed={args['seed']},minutes={args['minutes']},model={args['model']}"
+    spec += ",runlocal" if args["runlocal"] else ""
+    spec += ",passk" if args["passk"] else ""
+    cfg = load_config(spec)
+    with cfg.unlocked():
+        cfg.sft = ConfigDict()  # the warm-up's knobs (mimojax/rft.py; defaults in RFT_DEFAULTS)
+        cfg.sft.rft = ConfigDict(
+            {
+                "n": 16,  # samples per training prompt
+                "num_prompts": 384,  # training prompts sampled (top of the file); 0 = all
+                "temperature": 1.0,  # hotter than RL's 0.7: more distinct correct answers
+                "max_per_prompt": 4,  # distinct correct answers kept per prompt at most
+                "prompts_per_batch": 32,  # prompts per engine call (progress after each)
+                "steps": 60,  # fine-tuning steps on the kept rows
+                "batch_size": 8,  # chats per fine-tuning step
+                "lr": 1e-5,  # fine-tuning learning rate
+            }
+        )
+    cfg.trainer.workdir = "runs/rft_grpo_arith_hard_smollm2"
+    if args["runlocal"]:
+        cfg.sft.rft.n = 4
+        cfg.sft.rft.num_prompts = 4
+        cfg.sft.rft.prompts_per_batch = 2
+        cfg.sft.rft.steps = 2
+        cfg.sft.rft.batch_size = 2
+        cfg.trainer.workdir = "runs/rft_grpo_arith_hard_smollm2_local"
+    return cfg

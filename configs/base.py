@@ -201,10 +201,14 @@ def get_config(arg=None):
     t.shuffle_mini_batches = True  # permute samples before splitting into mini-batches
     # Async RL (mimojax/rollout/async_buffer.py): "sync" = generate then train; "one_step_off" =
     # step t+1's rollout overlaps step t's update (staleness exactly 1); "async" = a producer
-    # fills a bounded buffer, weights synced to it after every update.
+    # fills a bounded buffer, weights synced to it every `sync_every_steps` updates.
     t.mode = "sync"  # "sync" | "one_step_off" | "async"
     t.max_off_policy_steps = 1  # async: staleness bound (trainer version - rollout version), >= 0
     t.staleness_policy = "wait"  # async: "wait" (producer blocks at the bound) | "drop" (discard)
+    t.sync_every_steps = 1  # async: publish weights to the rollout every k updates; needs
+    # max_off_policy_steps >= k - 1 (staleness still counts every update)
+    t.long_response_tokens = 0  # async/long_share/* (short-task bias): responses longer than this
+    # count as long; 0 = longer than the median of the step's sampled responses
 
     cfg.logging = lg = ConfigDict()
     lg.jsonl = True  # write metrics to <workdir>/metrics.jsonl

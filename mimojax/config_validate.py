@@ -333,6 +333,22 @@ def _check_async(cfg: ConfigDict, bad) -> None:
             "(max_off_policy_steps = 1, staleness_policy = 'wait'); use mode = 'async' for "
             f"another bound, got {t.max_off_policy_steps} / '{t.staleness_policy}'"
         )
+    k = t.sync_every_steps
+    if not isinstance(k, int) or k < 1:
+        bad(f"trainer.sync_every_steps: must be an int >= 1, got {k!r}")
+    elif k > 1 and t.mode != "async":
+        bad(
+            f"trainer.sync_every_steps: {k} needs trainer.mode = 'async' ('{t.mode}' syncs the "
+            "weights after every update)"
+        )
+    elif k > 1 and isinstance(t.max_off_policy_steps, int) and t.max_off_policy_steps < k - 1:
+        bad(
+            f"trainer.sync_every_steps: weights published every {k} updates are up to {k - 1} "
+            f"versions old; trainer.max_off_policy_steps = {t.max_off_policy_steps} must be >= "
+            f"{k - 1}"
+        )
+    if not isinstance(t.long_response_tokens, int) or t.long_response_tokens < 0:
+        bad(f"trainer.long_response_tokens: must be an int >= 0, got {t.long_response_tokens!r}")
     traits = _estimator_traits(cfg.algorithm.adv_estimator)
     if t.mode != "sync" and traits is not None and traits.needs_baseline_rollout:
         bad(

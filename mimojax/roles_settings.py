@@ -92,6 +92,8 @@ class LoopSpec:
     mode: str = "sync"  # "sync" | "one_step_off" | "async" (mimojax/rollout/async_buffer.py)
     max_off_policy_steps: int = 1  # async: staleness bound
     staleness_policy: str = "wait"  # async: "wait" | "drop"
+    sync_every_steps: int = 1  # async: weights reach the producer after every k-th update
+    long_response_tokens: int = 0  # async/long_share/*: "long" above this; 0 = sampled median
 
 
 def advantage_settings(cfg: ConfigDict) -> AdvantageSettings:
@@ -183,6 +185,8 @@ def loop_spec(cfg: ConfigDict) -> LoopSpec:
         mode=t.mode,
         max_off_policy_steps=int(t.max_off_policy_steps),
         staleness_policy=t.staleness_policy,
+        sync_every_steps=int(t.sync_every_steps),
+        long_response_tokens=int(t.long_response_tokens),
         logger_kwargs=dict(  # multi-host: only process 0 writes metrics
             jsonl=bool(cfg.logging.jsonl) and is_main_process(),
             wandb_mode=wb.mode if is_main_process() else "disabled",

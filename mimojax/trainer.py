@@ -33,7 +33,8 @@ from mimojax.preemption import StepAbandoned, StopRequest
 from mimojax.rewards import dims_BxK, summarize
 from mimojax.roles import Run, build_run
 from mimojax.rollout.agent_loop import agent_loop_metrics
-from mimojax.rollout.async_buffer import AsyncRollouts, staleness_metrics
+from mimojax.rollout.async_buffer import AsyncRollouts
+from mimojax.rollout.async_metrics import async_step_metrics
 from mimojax.rollout.batch import TrainBatch, build_batch, map_rows
 from mimojax.rollout.dynamic_sampling import sample_groups
 from mimojax.train_step import Counts
@@ -83,7 +84,7 @@ class Trainer:
         """Checkpoints everything a resume needs (params, optimizer, data position, counters)."""
         version, data = int(self.engine.policy_version), None
         if self.spec.mode != "sync":  # the producer's engine runs behind; buffered batches redo
-            version = self.rollouts.version if self.rollouts else version
+            version = self.rollouts.trainer_version if self.rollouts else version
             data = self._consumed[1] if self._consumed else None
         meta = {
             "model": self.roles.fingerprint,
@@ -195,12 +196,13 @@ class Trainer:
             if self.rollouts is None:
                 version = self.roles.rollout.sync(self.actor.state.params)
             else:  # a copy: the next update donates the params the producer would load
-                version = self.rollouts.version + 1
-                self.rollouts.publish(jax.tree.map(jnp.copy, self.actor.state.params), version)
+                version, params = self.rollouts.trainer_version + 1, self.actor.state.params
+                self.rollouts.updated(version, lambda: jax.tree.map(jnp.copy, params))
                 self._consumed = (produced.index + 1, produced.data_state)
                 queue.update(produced.timing)  # the producer's gen / reward seconds
-                queue.update(staleness_metrics(
-                    trajs, rb.scores_B, version - 1, spec.max_off_policy_steps
+                queue.update(async_step_metrics(
+                    produced, trajs, rb.scores_B, mask, version - 1, spec.max_off_policy_steps,
+                    spec.long_response_tokens,
                 ))  # fmt: skip
         values = passes.get("values_BxT")
         metrics.update(rollout_batch_metrics(rb, trajs, mask, adv, returns, values, version))
@@ -262,7 +264,7 @@ class Trainer:
         r = self.roles.rollout
         if self.rollouts is not None:  # borrow the engine between two batches of the producer
             with self.rollouts.engine_lock:
-                r.sync(self.actor.state.params, version=self.rollouts.version)
+                r.sync(self.actor.state.params, version=self.rollouts.trainer_version)
                 self.rollouts.engine_borrowed()
                 return self._evaluate_engine()
         return self._evaluate_engine()
@@ -347,7 +349,7 @@ class Trainer:
             jax.tree.map(jnp.copy, self.actor.state.params),
             start_index=self._consumed[0] if self._consumed else self.step, version=version,
             max_off_policy_steps=spec.max_off_policy_steps, policy=spec.staleness_policy,
-            exact=spec.mode == "one_step_off",
+            exact=spec.mode == "one_step_off", sync_every=spec.sync_every_steps,
         )  # fmt: skip
 
     def _produce(self, index: int):

@@ -139,6 +139,7 @@ async def single_turn(ctx: AgentContext, example: dict, group: int, sample: int)
         sample=sample,
         example=example,
         response_text=ctx.tokenizer.decode(c.token_ids, skip_special_tokens=True),
+        stats={"wall_s": float(c.latency_s)},  # submit -> finished, as the batched path
     )
 
 

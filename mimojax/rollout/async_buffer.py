@@ -12,6 +12,10 @@ staleness of a batch is the trainer's policy version when it trains on it minus 
   With K = 0 the producer waits for each update: sync mode's order, samples and updates.
 - `drop`: the producer runs free (at most K + 1 batches buffered) with the newest weights; the
   trainer discards a batch whose staleness exceeds K (`async/dropped_stale` counts its groups).
+- `sync_every = k` (async only): the trainer publishes its weights after every k-th update
+  (versions that are multiples of k, and the version it started from); its own version still
+  counts every update, so staleness stays exact. It needs K >= k - 1: with a smaller bound the
+  producer would wait for weights that are never published.
 
 Weights reach the engine only from the producer thread, between batches (the trainer publishes
 copies, so its donated update never frees what the engine still reads). Checkpoints store the
@@ -43,6 +47,8 @@ class Produced:
     timing: dict  # the producer's timing_s/* for this batch
     group_wait_s: float  # mean over groups: slowest member's finish - fastest member's
     ready_at: float  # perf_counter when it entered the buffer
+    # response lengths of the batches dropped for staleness just before this one (short-task bias)
+    dropped_lengths: list[int] = dataclasses.field(default_factory=list)
 
 
 class AsyncRollouts:
@@ -59,13 +65,21 @@ class AsyncRollouts:
         max_off_policy_steps: int,
         policy: str = "wait",
         exact: bool = False,
+        sync_every: int = 1,
     ):
         # produce(index) -> (SampledStep, data state after it, timing); apply_weights(params, v);
         # params: a copy of the weights the engine holds now, as `version`
         self._produce, self._apply = produce, apply_weights
         self.max_off_policy_steps, self.policy, self.exact = max_off_policy_steps, policy, exact
+        if sync_every < 1 or (sync_every > 1 and (exact or max_off_policy_steps < sync_every - 1)):
+            raise ValueError(
+                f"sync_every={sync_every} needs exact=False and max_off_policy_steps >= "
+                f"sync_every - 1 (got {max_off_policy_steps}, exact={exact})"
+            )
+        self.sync_every = sync_every
         self.next_index = start_index  # the next batch the trainer consumes
-        self._base, self.version = version, version  # trainer's policy version (published)
+        self._base, self.version = version, version  # the newest version published
+        self.trainer_version = version  # the trainer's: one more per update (staleness counts it)
         # published copies the producer may still load (exact: from its target on; else newest)
         self._weights: dict[int, Any] = {version: params}
         self._engine_version = version
@@ -123,7 +137,7 @@ class AsyncRollouts:
         """The next batch within the bound (dropping stale ones) and the queue/async metrics.
 
         `between_waits()` runs about every 0.2 s while the buffer is empty (a stop check)."""
-        t0, dropped_batches, depth = time.perf_counter(), 0, 0
+        t0, dropped_batches, depth, dropped_lengths = time.perf_counter(), 0, 0, []
         while True:
             with self._cond:
                 while not self._buffer and self._error is None:
@@ -136,10 +150,12 @@ class AsyncRollouts:
                 item = self._buffer.popleft()
                 self._cond.notify_all()
             self.next_index = item.index + 1
-            if self.version - item.version <= self.max_off_policy_steps:
+            if self.trainer_version - item.version <= self.max_off_policy_steps:
                 break
             dropped_batches += 1  # only under `drop`: `wait` never lets a batch get this late
             self.dropped_groups += len({t.group for t in item.sampled.trajs})
+            dropped_lengths.extend(item.sampled.drawn_lengths)
+        item.dropped_lengths = dropped_lengths
         wait_s = time.perf_counter() - t0
         return item, {
             "queue/depth": float(depth),
@@ -149,11 +165,22 @@ class AsyncRollouts:
             "queue/producer_wait_s": self.producer_wait_s,
             "async/dropped_stale": float(self.dropped_groups),
             "async/dropped_stale_batches": float(dropped_batches),
+            "async/weights_version": float(self.version),  # what the producer may load now
         }
+
+    def updated(self, version: int, params_copy: Callable[[], Any]) -> bool:
+        """The trainer's update made `version`; on every `sync_every`-th version a copy of its
+        weights (`params_copy()`, one the trainer will not donate) is published. Returns whether."""
+        self.trainer_version = version
+        if version % self.sync_every:
+            return False
+        self.publish(params_copy(), version)
+        return True
 
     def publish(self, params, version: int) -> None:
         """New trainer weights (a copy the trainer will not donate) as `version`."""
         with self._cond:
+            self.trainer_version = max(self.trainer_version, version)
             self._weights[version] = params
             if not self.exact:  # only the newest is ever loaded
                 for v in [v for v in self._weights if v < version]:
@@ -178,9 +205,10 @@ class AsyncRollouts:
 def group_wait_s(trajs, gen_s: float) -> float:
     """Mean over groups of how long its first-finished member waited for its last one.
 
-    Agent loops time each trajectory (`stats["wall_s"]`); the batched single-turn path returns
-    all at once, so there a member's finish is estimated from its length: continuous batching
-    decodes one token per sequence per step, the longest response taking all of `gen_s`."""
+    Agent loops time each trajectory (`stats["wall_s"]`), and the batched single-turn path
+    records each sample's submit -> finished seconds there (all are submitted at once), so the
+    wait is measured. Trajectories without it get an estimate from their length: continuous
+    batching decodes one token per sequence per step, the longest response taking all `gen_s`."""
     groups: dict[int, list] = collections.defaultdict(list)
     for t in trajs:
         groups[t.group].append(t)
@@ -193,24 +221,3 @@ def group_wait_s(trajs, gen_s: float) -> float:
             done = [gen_s * len(t.response_ids) / max(longest, 1) for t in members]
         waits.append(max(done) - min(done))
     return float(np.mean(waits)) if waits else 0.0
-
-
-def staleness_metrics(trajs, scores, trainer_version: int, bound: int) -> dict[str, float]:
-    """async/staleness/* (mean, max, histogram as fractions) and reward / length per bucket."""
-    lag = np.array([trainer_version - t.policy_version for t in trajs], np.float64)
-    if lag.size == 0:
-        return {}
-    lengths = np.array([len(t.response_ids) for t in trajs], np.float64)
-    scores = np.asarray(scores, np.float64)
-    out = {
-        "async/staleness/mean": float(lag.mean()),
-        "async/staleness/max": float(lag.max()),
-        "async/staleness/min": float(lag.min()),
-    }
-    for s in range(max(bound, int(lag.max())) + 1):
-        hit = lag == s
-        out[f"async/staleness/hist_{s}"] = float(hit.mean())
-        if hit.any():
-            out[f"async/reward_by_staleness/{s}/mean"] = float(scores[hit].mean())
-            out[f"async/response_length_by_staleness/{s}/mean"] = float(lengths[hit].mean())
-    return out

@@ -28,6 +28,8 @@ class SampledStep:
     trajs: list[Any]
     results: list[Any]
     metrics: dict[str, float]
+    # response lengths of every trajectory generated for the step, rejected groups included
+    drawn_lengths: list[int] = dataclasses.field(default_factory=list)
 
 
 def informative(results: Sequence[Any]) -> bool:
@@ -67,6 +69,7 @@ def sample_step(
     if max_num_gen_batches < 1:
         raise ValueError(f"max_num_gen_batches must be >= 1, got {max_num_gen_batches}")
     kept, spare, drawn, num_batches = [], [], 0, 0  # (draw order, group)
+    drawn_lengths = []
     while len(kept) < batch_size and num_batches < max_num_gen_batches:
         examples = draw()
         trajs = generate(examples, num_batches)
@@ -74,6 +77,7 @@ def sample_step(
         results = score(trajs)
         between_phases()
         num_batches += 1
+        drawn_lengths.extend(len(t.response_ids) for t in trajs)
         for group in _groups(examples, trajs, results):
             (kept if informative(group[2]) else spare).append((drawn, group))
             drawn += 1
@@ -81,7 +85,7 @@ def sample_step(
     # In draw order: one generation batch comes back exactly as drawn.
     chosen = sorted(kept[:batch_size] + spare[: batch_size - informative_kept])
     chosen = [group for _, group in chosen]
-    out = SampledStep([], [], [], {})
+    out = SampledStep([], [], [], {}, drawn_lengths)
     for g, (ex, ts, rs) in enumerate(chosen):
         out.examples.append(ex)
         out.trajs.extend(dataclasses.replace(t, group=g) for t in ts)

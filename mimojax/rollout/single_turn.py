@@ -45,6 +45,9 @@ def rollout_single_turn(
                     sample=j,
                     example=ex,
                     response_text=tokenizer.decode(c.token_ids, skip_special_tokens=True),
+                    # all requests are submitted at once: submit -> finished is when it was done
+                    # (queue/group_wait_s: how long a group waits for its slowest member)
+                    stats={"wall_s": float(c.latency_s)},
                 )
             )
     return trajs

@@ -77,7 +77,8 @@ def test_one_step_off_lags_exactly_one_step(tmp_path, overrides):
     assert [r["async/staleness/min"] for r in rows] == [0.0, 1.0, 1.0, 1.0]
     assert rows[-1]["async/staleness/hist_1"] == 1.0
     assert all(r["async/dropped_stale"] == 0.0 for r in rows)
-    assert {"queue/depth", "queue/wait_s", "queue/group_wait_s", "timing_s/gen"} <= set(rows[-1])
+    assert {"queue/depth", "queue/wait_s", "queue/group_wait_s", "timing_s/gen",
+            "async/long_share/trained", "async/long_share/sampled"} <= set(rows[-1])  # fmt: skip
     assert trainer.rollouts.version == 4  # one version per update
 
 
@@ -138,6 +139,10 @@ def test_kill_mid_async_and_resume_counts_every_batch_once(tmp_path, overrides):
         (("trainer.mode='async'", "trainer.max_off_policy_steps=-1"), "max_off_policy_steps"),
         (("trainer.mode='async'", "trainer.staleness_policy='skip'"), "staleness_policy"),
         (("trainer.mode='one_step_off'", "trainer.max_off_policy_steps=3"), "exactly one"),
+        (("trainer.sync_every_steps=2",), "needs trainer.mode = 'async'"),
+        (("trainer.mode='async'", "trainer.sync_every_steps=0"), "sync_every_steps: must be"),
+        (("trainer.mode='async'", "trainer.sync_every_steps=3"), "must be >= 2"),
+        (("trainer.mode='async'", "trainer.long_response_tokens=-1"), "long_response_tokens"),
     ],
 )
 def test_async_config_errors_name_the_key(overrides, more, match):

@@ -3,7 +3,10 @@
 prefill (one prompt -> its KV and the first sampled token of each of its samples), insert /
 bulk_insert (prefix -> decode slots), generate (one token for every slot), free_resource. Each
 is jitted once per shape: prompts are padded to power-of-two buckets, so prefill compiles once
-per bucket and insert once per bucket; generate compiles once, with the decode state donated.
+per bucket and insert once per bucket; generate compiles once per decode width, with the decode
+state donated. Beyond JetStream: `prefill_batch` / `insert_batch` prefill many prompts in one
+call (batch_prefill.py), and `generate(..., max_length=n)` attends over only the first
+`decode_width(n)` cache positions instead of all of max_cache_length.
 Parameters are an argument of every jitted function, never a closed-over constant, so
 `update_params` swaps weights without recompiling.
 """
@@ -19,6 +22,7 @@ import numpy as np
 from flax import nnx
 
 from mimojax.engine.api import DecodeState, Prefix, ResultTokens, pack_result
+from mimojax.engine.batch_prefill import BatchPrefix, insert_rows, prefill_rows, row_prefix
 from mimojax.engine.forward import (
     LayerCaches,
     cached_hidden,
@@ -121,13 +125,26 @@ def _extract(state: DecodeState, slot, width: int) -> Prefix:
     )
 
 
-def _generate(cfg, params, state: DecodeState):
-    """One decode step for every slot: feed each slot's last token, sample the next one."""
+def decode_widths(max_cache: int, minimum: int = 64) -> tuple[int, ...]:
+    """Cache widths generate compiles for: powers of two from `minimum`, then max_cache."""
+    widths, w = [], minimum
+    while w < max_cache:
+        widths.append(w)
+        w *= 2
+    return (*widths, max_cache)
+
+
+def _generate(cfg, width, params, state: DecodeState):
+    """One decode step for every slot: feed each slot's last token, sample the next one.
+
+    Attention reads only the first `width` cache positions; the caller guarantees that every
+    live slot's new token lands below `width` (free slots may read garbage: nobody uses it).
+    """
     cache = state.cache
     s = cache.k_L[0].shape[2]
     # A full slot cannot take its last token into the cache: its output is marked invalid.
     valid_B = cache.lengths_B < s
-    hidden_Bx1xE, cache = cached_hidden(params, cfg, state.tokens_B[:, None], cache)
+    hidden_Bx1xE, cache = cached_hidden(params, cfg, state.tokens_B[:, None], cache, width=width)
     logits_BxV = logits_at(params, cfg, hidden_Bx1xE[:, 0])
     cache = cache._replace(lengths_B=jnp.minimum(cache.lengths_B + 1, s))
     tokens_B, logp_B = sample_tokens(
@@ -162,6 +179,8 @@ class JaxEngine:
         max_cache_length: int = 512,
         mesh: jax.sharding.Mesh | None = None,
         min_prefill_bucket: int = 16,
+        decode_length_buckets: Sequence[int] | None = None,
+        max_prefill_batch_tokens: int = 8192,
     ):
         problems = []
         if max_concurrent_decodes < 1:
@@ -212,11 +231,25 @@ class JaxEngine:
         replicated = self.get_prefix_destination_sharding()
         self._insert_jit = jax.jit(_insert, donate_argnames=("state",), out_shardings=state_sh)
         self._extract_jit = jax.jit(_extract, static_argnames=("width",), out_shardings=replicated)
-        self._generate_jit = jax.jit(
-            functools.partial(_generate, self.config),
-            donate_argnames=("state",),
-            out_shardings=(state_sh, replicated),
+        # One jit per decode width (see decode_widths): compile counts stay per shape.
+        widths = decode_length_buckets or decode_widths(max_cache_length)
+        self._widths = tuple(sorted({min(int(w), max_cache_length) for w in widths}))
+        if self._widths[-1] != max_cache_length:
+            self._widths += (max_cache_length,)
+        self._generate_jits = {
+            w: jax.jit(
+                functools.partial(_generate, self.config, w),
+                donate_argnames=("state",),
+                out_shardings=(state_sh, replicated),
+            )
+            for w in self._widths
+        }
+        self._max_batch_tokens = max(int(max_prefill_batch_tokens), max_prefill_length)
+        self._prefill_batch_jit = jax.jit(functools.partial(prefill_rows, self.config))
+        self._insert_batch_jit = jax.jit(
+            insert_rows, donate_argnames=("state",), out_shardings=state_sh
         )
+        self._row_prefix_jit = jax.jit(row_prefix, out_shardings=replicated)
 
     # ------------------------------------------------------------ JetStream Engine API
     def load_params(self, *args, **kwargs):
@@ -351,9 +384,112 @@ class JaxEngine:
             decode_state = self.insert(prefix, decode_state, slot, sample=j)
         return decode_state
 
-    def generate(self, params, decode_state: DecodeState, sampler=None):
-        """(new decode state, ResultTokens): one token for every slot. Donates decode_state."""
-        return self._generate_jit(params, decode_state)
+    def generate(self, params, decode_state: DecodeState, sampler=None, *, max_length=None):
+        """(new decode state, ResultTokens): one token for every slot. Donates decode_state.
+
+        `max_length` (beyond JetStream): an upper bound on every live slot's cached tokens
+        before this step; attention then reads only decode_width(max_length) positions.
+        """
+        return self._generate_jits[self.decode_width(max_length)](params, decode_state)
+
+    def decode_width(self, max_length: int | None) -> int:
+        """The smallest compiled width with room for a token at position max_length."""
+        if max_length is None:
+            return self._max_cache
+        return next((w for w in self._widths if w > max_length), self._max_cache)
+
+    def prefill_batch(
+        self,
+        *,
+        params,
+        prompts: Sequence[Sequence[int]],
+        samplers: Sequence[SamplingParams],
+        rng_keys: Sequence[Sequence],
+    ) -> tuple[BatchPrefix, list[int]]:
+        """Prefills several prompts in one call: (BatchPrefix, offsets).
+
+        Prompt i has len(rng_keys[i]) samples; its sample j is flat sample offsets[i] + j of
+        the BatchPrefix. Prompts are right-padded to the bucket of the longest, the batch to a
+        power of two (one compile per batch x length bucket); group prompts by
+        `bucket_length` to waste no padding. Sample j draws from rng_keys[i][j], as
+        prefill_multisampling does, so its tokens equal a one-prompt prefill's.
+        """
+        if not prompts or not len(prompts) == len(samplers) == len(rng_keys):
+            raise EngineError(
+                f"prefill_batch: {len(prompts)} prompts, {len(samplers)} samplers and "
+                f"{len(rng_keys)} key lists (want equal, >= 1)"
+            )
+        lengths = [len(p) for p in prompts]
+        if min(lengths) < 1 or max(lengths) > self._max_prefill:
+            raise EngineError(
+                f"prefill_batch: prompt lengths {min(lengths)}..{max(lengths)} outside "
+                f"[1, max_prefill_length={self._max_prefill}]"
+            )
+        p = bucket_length(max(lengths), self._max_prefill, self._min_bucket)
+        b = bucket_length(len(prompts), 1 << 30, 1)
+        if b * p > self._max_batch_tokens and len(prompts) > 1:
+            raise EngineError(
+                f"prefill_batch: {b} x {p} padded tokens exceed "
+                f"max_prefill_batch_tokens={self._max_batch_tokens}"
+            )
+        ids_BxP = np.zeros((b, p), np.int32)
+        lengths_B = np.ones((b,), np.int32)  # padding rows: one token, never inserted
+        for i, prompt in enumerate(prompts):
+            ids_BxP[i, : lengths[i]] = prompt
+            lengths_B[i] = lengths[i]
+        counts = [len(k) for k in rng_keys]
+        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int).tolist()
+        n = bucket_length(sum(counts), 1 << 30, 1)
+        row_N = np.zeros((n,), np.int32)
+        key_Nx2 = np.zeros((n, 2), np.uint32)
+        temperature_N = np.zeros((n,), np.float32)  # padding samples: greedy, no noise drawn
+        top_k_N = np.zeros((n,), np.int32)
+        top_p_N = np.ones((n,), np.float32)
+        for i, (sp, keys) in enumerate(zip(samplers, rng_keys)):
+            span = slice(offsets[i], offsets[i] + len(keys))
+            row_N[span] = i
+            key_Nx2[span] = np.stack([np.asarray(k, np.uint32) for k in keys])
+            temperature_N[span] = sp.temperature
+            top_k_N[span] = sp.top_k
+            top_p_N[span] = sp.top_p
+        prefix, _ = self._prefill_batch_jit(
+            params, ids_BxP, lengths_B, row_N, key_Nx2, temperature_N, top_k_N, top_p_N
+        )
+        return prefix, offsets
+
+    def insert_batch(
+        self,
+        prefix: BatchPrefix,
+        decode_state: DecodeState,
+        slots: Sequence[int],
+        samples: Sequence[int],
+    ) -> DecodeState:
+        """Flat sample samples[m] of a BatchPrefix into slots[m], all in one call."""
+        if len(slots) != len(samples) or len(slots) > self._slots:
+            raise EngineError(
+                f"insert_batch: {len(slots)} slots for {len(samples)} samples "
+                f"(max_concurrent_decodes={self._slots})"
+            )
+        for slot in slots:
+            self._check_slot(slot)
+        slots_M = np.full((self._slots,), self._slots, np.int32)  # out of range: dropped
+        samples_M = np.zeros((self._slots,), np.int32)
+        slots_M[: len(slots)] = slots
+        samples_M[: len(samples)] = samples
+        return self._insert_batch_jit(prefix, decode_state, slots_M, samples_M)
+
+    def prefix_of_row(self, prefix: BatchPrefix, row: int, samples: Sequence[int]) -> Prefix:
+        """Row `row` of a BatchPrefix as a Prefix (its flat samples `samples`), e.g. to retain."""
+        return self._row_prefix_jit(prefix, jnp.int32(row), np.asarray(samples, np.int32))
+
+    def prefill_bucket(self, length: int) -> int:
+        """The padded length a prompt of `length` tokens is prefilled at."""
+        return bucket_length(length, self._max_prefill, self._min_bucket)
+
+    def max_prefill_batch(self, length: int) -> int:
+        """How many prompts of padded length `length` one prefill_batch call may hold."""
+        cap = max(1, self._max_batch_tokens // max(int(length), 1))
+        return 1 << (cap.bit_length() - 1)  # the batch pads to a power of two
 
     def free_resource(self, slot: int) -> None:
         """Nothing to release: a slot is reused by overwriting it at the next insert."""
@@ -463,7 +599,11 @@ class JaxEngine:
         return {
             "prefill": self._prefill_jit._cache_size(),
             "insert": self._insert_jit._cache_size(),
-            "generate": self._generate_jit._cache_size(),
+            # Compiles per decode width (1 when no shape recompiles), and widths compiled.
+            "generate": max(j._cache_size() for j in self._generate_jits.values()),
+            "generate_widths": sum(j._cache_size() > 0 for j in self._generate_jits.values()),
+            "prefill_batch": self._prefill_batch_jit._cache_size(),
+            "insert_batch": self._insert_batch_jit._cache_size(),
         }
 
     def _check_slot(self, slot: int) -> None:

@@ -53,11 +53,14 @@ def engine_params(model_state) -> dict:
     return out
 
 
-def cached_hidden(params: dict, cfg: ModelConfig, ids_BxT, caches: LayerCaches):
+def cached_hidden(params: dict, cfg: ModelConfig, ids_BxT, caches: LayerCaches, width=None):
     """Final-norm hidden states [B, T, E] of T new tokens per row, and the updated caches.
 
     Row b's new tokens go to positions lengths[b] + t (writes past the end are dropped) and
-    see every cached position <= their own; the caller advances `lengths`.
+    see every cached position <= their own; the caller advances `lengths`. With `width`,
+    attention reads only the first `width` cache positions (a static slice, so a decode step
+    costs the used context, not the whole buffer); rows whose tokens land at or past it get
+    garbage, so the caller picks a width above every live row's position.
     """
     b, t = ids_BxT.shape
     positions_BxT = caches.lengths_B[:, None] + jnp.arange(t, dtype=jnp.int32)[None]
@@ -72,7 +75,10 @@ def cached_hidden(params: dict, cfg: ModelConfig, ids_BxT, caches: LayerCaches):
             # Advanced indices around a slice: the indexed view is [B, T, K, D].
             k_L[i] = k_L[i].at[rows_Bx1, :, positions_BxT].set(k_new_BxTxKxD.astype(k_L[i].dtype))
             v_L[i] = v_L[i].at[rows_Bx1, :, positions_BxT].set(v_new_BxTxKxD.astype(v_L[i].dtype))
-            return cache_attention(q_BxTxHxD, k_L[i], v_L[i], mask, cfg)
+            keys, values = k_L[i], v_L[i]
+            if width is not None and width < keys.shape[2]:
+                keys, values = keys[:, :, :width], values[:, :, :width]
+            return cache_attention(q_BxTxHxD, keys, values, mask, cfg)
 
         x_BxTxE = decoder_block(p, x_BxTxE, cos_sin, attend, cfg)
     hidden_BxTxE = rms_norm(x_BxTxE, params["final_norm"], cfg.rms_norm_eps)

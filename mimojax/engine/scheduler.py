@@ -1,8 +1,10 @@
 """Continuous batching over a JaxEngine: requests queue, slots refill as soon as one finishes.
 
 One `step()` inserts waiting samples into free slots (one prefill per request feeds all of its
-samples), runs one `generate` for every slot, and retires samples that hit a stop id, a stop
-sequence, max_new_tokens or the cache length. `submit` and `abort` only enqueue, so they are
+samples; fresh requests that all fit the free slots are prefilled together, one call per
+prompt-length bucket, and inserted in one call), runs one `generate` for every slot over the
+used part of the cache, and retires samples that hit a stop id, a stop sequence,
+max_new_tokens or the cache length. `submit` and `abort` only enqueue, so they are
 safe to call from another thread while a step runs (the async client relies on that).
 """
 
@@ -57,6 +59,7 @@ class _Request:
     retain_kv: bool = False
     outputs: list = dataclasses.field(default_factory=list)
     prefix: object = None
+    batch: tuple | None = None  # (BatchPrefix, row, first flat sample) when batch-prefilled
     first: tuple | None = None
     next_sample: int = 0
     remaining: int = 0
@@ -193,12 +196,14 @@ class Scheduler:
 
     def _fill_slots(self, done):
         free = [s for s in range(self.engine.max_concurrent_decodes) if s not in self._live]
+        self._prefill_together(len(free))
+        batched: dict[int, tuple] = {}  # id(BatchPrefix) -> (prefix, slots, flat samples)
         while free and self._pending:
             req = self._pending[0]
             if req.aborted or req.next_sample >= len(req.outputs):
                 self._pending.popleft()
                 continue
-            if req.prefix is None:
+            if req.prefix is None and req.batch is None:
                 self._prefill(req)
             while free and req.next_sample < len(req.outputs):
                 j = req.next_sample
@@ -206,14 +211,81 @@ class Scheduler:
                 live = self._new_live(req, j, [int(req.first[0][j])], [float(req.first[1][j])])
                 reason = self._stop_reason(live)
                 if reason:
-                    self._finish(live, reason, done, kv=req.prefix if req.retain_kv else None)
+                    self._finish(live, reason, done, kv=self._prefix_kv(req))
                     continue
                 slot = free.pop(0)
-                self._state = self.engine.insert(req.prefix, self._state, slot, sample=j)
+                if req.batch is not None:
+                    bp, _, offset = req.batch
+                    entry = batched.setdefault(id(bp), (bp, [], []))
+                    entry[1].append(slot)
+                    entry[2].append(offset + j)
+                else:
+                    self._state = self.engine.insert(req.prefix, self._state, slot, sample=j)
                 self._live[slot] = live
             if req.next_sample >= len(req.outputs):
                 self._pending.popleft()
-                req.prefix = None  # its KV now lives in the slots
+                req.prefix = req.batch = None  # its KV now lives in the slots
+        for bp, slots, samples in batched.values():
+            self._state = self.engine.insert_batch(bp, self._state, slots, samples)
+
+    def _prefix_kv(self, req: _Request):
+        """The request's prompt KV as a Prefix, for retain_kv when a first token stops."""
+        if not req.retain_kv:
+            return None
+        if req.batch is None:
+            return req.prefix
+        bp, row, offset = req.batch
+        return self.engine.prefix_of_row(bp, row, range(offset, offset + len(req.outputs)))
+
+    def _prefill_together(self, free: int):
+        """Prefills, in few calls, the fresh requests at the queue's head whose samples fit.
+
+        FIFO holds: requests already prefilled take their slots first, and the run of fresh
+        requests stops at the first that would not fit (or that continues an earlier turn;
+        those take the one-prompt path). A lone request takes the one-prompt path too.
+        """
+        group = []
+        for req in self._pending:
+            if req.aborted:
+                continue
+            left = len(req.outputs) - req.next_sample
+            if req.prefix is not None or req.batch is not None:
+                free -= left
+                continue
+            if req.existing_prefix is not None or left > free:
+                break
+            group.append(req)
+            free -= left
+        if len(group) < 2:
+            return
+        by_bucket: dict[int, list[_Request]] = collections.defaultdict(list)
+        for req in group:
+            by_bucket[self.engine.prefill_bucket(len(req.prompt_ids))].append(req)
+        for bucket, reqs in sorted(by_bucket.items()):
+            cap = self.engine.max_prefill_batch(bucket)
+            for i in range(0, len(reqs), cap):
+                self._prefill_batch(reqs[i : i + cap])
+
+    def _prefill_batch(self, reqs: list[_Request]):
+        engine = self.engine
+        t0 = time.perf_counter()
+        bp, offsets = engine.prefill_batch(
+            params=engine.load_params(),
+            prompts=[r.prompt_ids for r in reqs],
+            samplers=[r.sampling for r in reqs],
+            rng_keys=[r.keys for r in reqs],
+        )
+        first_N = np.asarray(bp.first_token_N)
+        logp_N = np.asarray(bp.first_logprob_N)
+        t1 = time.perf_counter()
+        for row, (req, offset) in enumerate(zip(reqs, offsets)):
+            span = slice(offset, offset + len(req.outputs))
+            req.batch, req.first = (bp, row, offset), (first_N[span], logp_N[span])
+            req.t_prefill, req.t_first = t0, t1
+            self.stats["prompt_tokens"] += len(req.prompt_ids)
+        self.stats["prefill_s"] += t1 - t0
+        self.stats["prefills"] += len(reqs)
+        self.stats["prefill_batches"] += 1
 
     def _prefill(self, req: _Request):
         engine = self.engine
@@ -236,7 +308,15 @@ class Scheduler:
 
     def _decode(self, done):
         t0 = time.perf_counter()
-        self._state, result = self.engine.generate(self.engine.load_params(), self._state)
+        # Cached tokens of each live slot before this step (its last token is not in yet):
+        # attention needs no cache position beyond the longest.
+        longest = max(
+            live.request.prior_length + len(live.request.prompt_ids) + len(live.tokens) - 1
+            for live in self._live.values()
+        )
+        self._state, result = self.engine.generate(
+            self.engine.load_params(), self._state, max_length=longest
+        )
         result = result.convert_to_numpy()
         self.stats["decode_s"] += time.perf_counter() - t0
         self.stats["decode_steps"] += 1

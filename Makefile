@@ -51,6 +51,7 @@ test-fast: setup
 BENCH_MINUTES ?= 5
 bench: setup
 	$(BIN)/python scripts/bench_forward.py
+	$(BIN)/python scripts/bench_prefill.py
 	$(BIN)/python scripts/bench_generate.py
 	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python scripts/bench_vs_trl.py --minutes $(BENCH_MINUTES)

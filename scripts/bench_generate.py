@@ -18,12 +18,13 @@ and it reports
   TTFT          mimojax: one request's prefill + first token on the host (median over a few
                 of the batch's prompts): the latency a request sees when a slot is free.
                 HF: generate(max_new_tokens=1) on the whole batch. A batch submitted at once
-                to the engine is prefilled one prompt at a time; that sum is printed too.
+                to the engine is prefilled together (one call per length bucket; see
+                scripts/bench_prefill.py); its prefill seconds are printed too.
   step / floor  mimojax's seconds per decode step (device step + host fetch of its tokens)
                 against a floor from this machine's measured GEMM rate (in --dtype) and copy
                 bandwidth: max(FLOPs of one step / GEMM rate, bytes read / bandwidth), counting
-                the weights and the KV of the valid context (the engine attends over its whole
-                max_cache_length cache; the floor counts only what a step needs).
+                the weights and the KV of the valid context (the engine attends over the
+                smallest compiled cache width that holds the longest live row).
 
 Both sides are warmed up (compiled) before timing; mimojax's compile + warm-up time is printed
 apart. Before the table, the first 16 greedy tokens of batch 1 are compared between the two.
@@ -71,9 +72,6 @@ FLOOR_TARGET = 2.0  # measured step time / floor, at most
 AGREE_TOKENS = 16  # greedy tokens of batch 1 that must match HF's
 MAX_PREFILL = 64  # engine prefill limit: every prompt fits one bucket of at most this
 TTFT_PROMPTS = 5  # single-request prefills timed per batch (median taken)
-# Warm-up length: the first decode step takes the state from insert, later ones from generate
-# itself, and each may be its own jit cache entry; 3 tokens make two decode steps.
-WARMUP_TOKENS = 3
 OTHERS_CPU_WARN = 0.10  # other processes' share of the CPUs above which timings are suspect
 
 
@@ -122,11 +120,12 @@ def bench_mimojax(model, tok, prompts, new_tokens: int, repeats: int) -> dict:
         prefix, _ = engine.prefill(params=params, padded_tokens=ids, true_length=len(ids))
         return int(np.asarray(prefix.first_token_N)[0])
 
-    # Same slots and prompt buckets as the timed run: compiles every prefill bucket, insert and
-    # the decode step, so the timed run compiles nothing.
+    # Same slots, prompt buckets and lengths as the timed run: compiles every prefill bucket,
+    # insert and each decode cache width the run passes through, so the timed run compiles
+    # nothing.
     n0, s0 = COMPILES["n"], COMPILES["s"]
     t0 = time.perf_counter()
-    generate(engine, prompts, sampling=greedy(min(WARMUP_TOKENS, new_tokens)))
+    generate(engine, prompts, sampling=greedy(new_tokens))
     for ids in ttft_prompts:
         first_token(ids)
     warmup_s = time.perf_counter() - t0
@@ -260,6 +259,7 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     print(f"date     {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
     print(f"devices  {jax.devices()}  backend={jax.default_backend()}  cpu_count={os.cpu_count()}")
+    print(f"load     {os.getloadavg()} (1/5/15 min load average)")
     print(f"python   {platform.python_version()}  jax {jax.__version__}", end="")
 
     model, tok = load_model(MODEL, dtype=args.dtype)
@@ -383,7 +383,7 @@ def main(argv=None) -> int:
         "\njit entries: engine.compile_counts() prefill/insert/generate after the timed run"
         "\n  (insert is one module-level jit shared by every engine here, so it counts per engine);"
         "\ntimed compiles: XLA compiles during TTFT and the timed run (0 expected);"
-        "\nall-prefill: the timed run's prefills, one request after another (vs HF TTFT);"
+        "\nall-prefill: the timed run's prefill seconds (batched per length bucket; vs HF TTFT);"
         "\nhost ms/step: step wall (generate wall - prefills, per step) - step (device + fetch);"
         "\ne2e: all tokens / whole generate call; step GFLOP, MB: the floor's inputs;"
         "\nothers: CPU share of other processes during the timed runs; HF threads: torch's"
@@ -454,7 +454,7 @@ def main(argv=None) -> int:
             "step/floor",
         ],
     )
-    print(f"\ntotal wall {wall:.1f} s")
+    print(f"\ntotal wall {wall:.1f} s; load average at the end {os.getloadavg()}")
 
     if args.json:
         strip = lambda d: {k: v for k, v in d.items() if k != "tokens"}

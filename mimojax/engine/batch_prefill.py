@@ -11,10 +11,12 @@ one call (padding entries carry an out-of-range slot and are dropped).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from mimojax.engine.api import DecodeState, Prefix, pack_result
 from mimojax.engine.forward import LayerCaches, cached_hidden, init_layer_caches, logits_at
@@ -34,6 +36,36 @@ class BatchPrefix(NamedTuple):
     temperature_N: jax.Array
     top_k_N: jax.Array
     top_p_N: jax.Array
+
+
+def pack_prompts(prompts: Sequence[Sequence[int]], samplers, rng_keys, b: int, p: int):
+    """(prefill_rows' array arguments, offsets): prompts right-padded to [b, p], samples flat.
+
+    Prompt i's sample j is flat sample offsets[i] + j. Padding rows hold one token and are
+    never inserted; padding samples are greedy (no noise drawn for them) and read row 0.
+    """
+    ids_BxP = np.zeros((b, p), np.int32)
+    lengths_B = np.ones((b,), np.int32)
+    for i, prompt in enumerate(prompts):
+        ids_BxP[i, : len(prompt)] = prompt
+        lengths_B[i] = len(prompt)
+    counts = [len(k) for k in rng_keys]
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int).tolist()
+    n = 1 << max(sum(counts) - 1, 0).bit_length()  # a power of two: few compiles
+    row_N = np.zeros((n,), np.int32)
+    key_Nx2 = np.zeros((n, 2), np.uint32)
+    temperature_N = np.zeros((n,), np.float32)
+    top_k_N = np.zeros((n,), np.int32)
+    top_p_N = np.ones((n,), np.float32)
+    for i, (sp, keys) in enumerate(zip(samplers, rng_keys)):
+        span = slice(offsets[i], offsets[i] + len(keys))
+        row_N[span] = i
+        key_Nx2[span] = np.stack([np.asarray(k, np.uint32) for k in keys])
+        temperature_N[span] = sp.temperature
+        top_k_N[span] = sp.top_k
+        top_p_N[span] = sp.top_p
+    arrays = (ids_BxP, lengths_B, row_N, key_Nx2, temperature_N, top_k_N, top_p_N)
+    return arrays, offsets
 
 
 def prefill_rows(cfg, params, ids_BxP, lengths_B, row_N, key_Nx2, temperature_N, top_k_N, top_p_N):

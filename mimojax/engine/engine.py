@@ -22,7 +22,13 @@ import numpy as np
 from flax import nnx
 
 from mimojax.engine.api import DecodeState, Prefix, ResultTokens, pack_result
-from mimojax.engine.batch_prefill import BatchPrefix, insert_rows, prefill_rows, row_prefix
+from mimojax.engine.batch_prefill import (
+    BatchPrefix,
+    insert_rows,
+    pack_prompts,
+    prefill_rows,
+    row_prefix,
+)
 from mimojax.engine.forward import (
     LayerCaches,
     cached_hidden,
@@ -432,29 +438,8 @@ class JaxEngine:
                 f"prefill_batch: {b} x {p} padded tokens exceed "
                 f"max_prefill_batch_tokens={self._max_batch_tokens}"
             )
-        ids_BxP = np.zeros((b, p), np.int32)
-        lengths_B = np.ones((b,), np.int32)  # padding rows: one token, never inserted
-        for i, prompt in enumerate(prompts):
-            ids_BxP[i, : lengths[i]] = prompt
-            lengths_B[i] = lengths[i]
-        counts = [len(k) for k in rng_keys]
-        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int).tolist()
-        n = bucket_length(sum(counts), 1 << 30, 1)
-        row_N = np.zeros((n,), np.int32)
-        key_Nx2 = np.zeros((n, 2), np.uint32)
-        temperature_N = np.zeros((n,), np.float32)  # padding samples: greedy, no noise drawn
-        top_k_N = np.zeros((n,), np.int32)
-        top_p_N = np.ones((n,), np.float32)
-        for i, (sp, keys) in enumerate(zip(samplers, rng_keys)):
-            span = slice(offsets[i], offsets[i] + len(keys))
-            row_N[span] = i
-            key_Nx2[span] = np.stack([np.asarray(k, np.uint32) for k in keys])
-            temperature_N[span] = sp.temperature
-            top_k_N[span] = sp.top_k
-            top_p_N[span] = sp.top_p
-        prefix, _ = self._prefill_batch_jit(
-            params, ids_BxP, lengths_B, row_N, key_Nx2, temperature_N, top_k_N, top_p_N
-        )
+        arrays, offsets = pack_prompts(prompts, samplers, rng_keys, b, p)
+        prefix, _ = self._prefill_batch_jit(params, *arrays)
         return prefix, offsets
 
     def insert_batch(

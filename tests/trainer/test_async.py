@@ -82,15 +82,25 @@ def test_one_step_off_lags_exactly_one_step(tmp_path, overrides):
     assert trainer.rollouts.version == 4  # one version per update
 
 
-@pytest.mark.parametrize("policy, bound", [("wait", 2), ("drop", 0)])
-def test_staleness_bound_holds_with_a_slow_rollout(tmp_path, overrides, policy, bound):
+@pytest.mark.parametrize("policy, bound, k", [("wait", 2, 1), ("drop", 0, 1), ("wait", 1, 2)])
+def test_staleness_bound_holds_with_a_slow_rollout(tmp_path, overrides, policy, bound, k):
     trainer = _trainer(tmp_path, overrides, "trainer.mode='async'", "trainer.total_steps=4",
-                       f"trainer.max_off_policy_steps={bound}",
+                       f"trainer.max_off_policy_steps={bound}", f"trainer.sync_every_steps={k}",
                        f"trainer.staleness_policy='{policy}'", slow_s=0.2)  # fmt: skip
+    loaded, sync = [], trainer.roles.rollout.sync
+
+    def record(params, version=None):
+        loaded.append(version)
+        return sync(params, version=version)
+
+    trainer.roles.rollout.sync = record
     trainer.train()
     rows = _rows(tmp_path)
     assert [r["step"] for r in rows] == [1, 2, 3, 4]
     assert max(r["async/staleness/max"] for r in rows) <= bound
+    assert all(v % k == 0 for v in loaded)  # weights reach the engine every k updates only
+    assert all(r["async/weights_version"] % k == 0 for r in rows)
+    assert trainer.rollouts.trainer_version == 4  # while staleness counts every update
     dropped = rows[-1]["async/dropped_stale"]  # groups, cumulative
     if policy == "wait":
         assert dropped == 0.0

@@ -561,6 +561,12 @@ class JaxEngine:
         self.policy_version = self.policy_version + 1 if version is None else int(version)
         return self.policy_version
 
+    def release_params(self) -> None:
+        """Drops the engine's weights until the next `update_params`: a colocated trainer frees
+        them while its update runs (stale by then anyway), so that peak holds one copy fewer.
+        Prefill and generate fail until weights come back."""
+        self._params = None
+
     def fits_continuation(self, prior_length: int, new_length: int) -> bool:
         """Whether `new_length` tokens can be prefilled behind `prior_length` cached ones."""
         if not 1 <= new_length <= self._max_prefill:
@@ -584,12 +590,16 @@ class JaxEngine:
         return {
             "prefill": self._prefill_jit._cache_size(),
             "insert": self._insert_jit._cache_size(),
-            # Compiles per decode width (1 when no shape recompiles), and widths compiled.
+            # The most compiles of any one decode width (1: nothing recompiled); a new width
+            # used is a new shape, counted by compiled_decode_widths instead.
             "generate": max(j._cache_size() for j in self._generate_jits.values()),
-            "generate_widths": sum(j._cache_size() > 0 for j in self._generate_jits.values()),
             "prefill_batch": self._prefill_batch_jit._cache_size(),
             "insert_batch": self._insert_batch_jit._cache_size(),
         }
+
+    def compiled_decode_widths(self) -> tuple[int, ...]:
+        """The decode cache widths generate has compiled so far."""
+        return tuple(w for w, j in self._generate_jits.items() if j._cache_size() > 0)
 
     def _check_slot(self, slot: int) -> None:
         if not 0 <= int(slot) < self._slots:

@@ -94,8 +94,8 @@ def test_insert_batch_and_bucketed_decode_equal_insert_and_full_cache():
     assert tokens_b == tokens_a
     for s in slots:
         np.testing.assert_allclose(logp_b[s], logp_a[s], atol=1e-5)
-    counts = engine.compile_counts()
-    assert counts["generate"] == 1 and counts["generate_widths"] == 2
+    assert engine.compile_counts()["generate"] == 1
+    assert engine.compiled_decode_widths() == (32, 96)
 
 
 def test_scheduler_prefills_together_and_matches_alone():

@@ -46,6 +46,7 @@ def test_mixed_batch_runs_each_rows_loop(engine_and_tok):
     batched = rollout_single_turn(engine, tok, rows[:1], 2, SAMPLED, request_id_base=40)
     for a, b in zip(trajs[:2], batched):
         assert a.response_ids == b.response_ids
+        assert a.stats["wall_s"] > 0 and b.stats["wall_s"] > 0  # measured finish (group wait)
         assert a.rollout_logprobs == pytest.approx(b.rollout_logprobs, abs=1e-5)
     for t in trajs[2:]:
         assert t.turn_ends and sum(t.response_mask) >= len(t.turn_ends)

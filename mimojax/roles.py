@@ -214,6 +214,12 @@ class Rollout:
             request_id_base=request_id_base, prompt_overflow=self.prompt_overflow, stats=stats,
         )  # fmt: skip
 
+    def release(self) -> None:
+        """Colocated: frees the engine's weights until the next `sync` (called before a sync-mode
+        update, which makes them stale; the update's peak memory then holds one copy fewer)."""
+        if self.colocated:
+            self.engine.release_params()
+
     def sync(self, params, version: int | None = None) -> int:
         """Actor params -> engine (resharded onto the rollout mesh when split); new version."""
         if self.merge is not None:

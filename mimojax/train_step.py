@@ -126,14 +126,13 @@ def _grad_norm_and_finite(loss, grads):
 
 
 def _apply(state: TrainState, grads, finite, optimizer):
-    updates, new_opt = optimizer.update(grads, state.opt_state, state.params)
-    new_params = optax.apply_updates(state.params, updates)
-    keep = lambda new, old: jnp.where(finite, new, old)
-    return TrainState(
-        jax.tree.map(keep, new_params, state.params),
-        jax.tree.map(keep, new_opt, state.opt_state),
-        state.step + finite.astype(jnp.int32),
-    )
+    def step(state):
+        updates, new_opt = optimizer.update(grads, state.opt_state, state.params)
+        return TrainState(optax.apply_updates(state.params, updates), new_opt, state.step + 1)
+
+    # A cond, not jnp.where(finite, new, old): the select keeps old and new params and optimizer
+    # state alive together, ~2 x params of XLA temporaries (1.05 vs 0.54 GB for SmolLM2-135M).
+    return jax.lax.cond(finite, step, lambda s: s, state)
 
 
 _SUMMED = frozenset({"actor/pg_loss", "actor/kl_loss", "critic/vf_loss"})

@@ -191,6 +191,8 @@ class Trainer:
             old_logp_BxT=passes.get("old_logp_BxT"), ref_logp_BxT=passes.get("ref_logp_BxT"),
             values_BxT=passes.get("values_BxT"), returns_BxT=returns, prompt_len=rb.prompt_len,
         )  # fmt: skip
+        if self.rollouts is None:  # sync: the engine is idle and stale until the sync below
+            self.roles.rollout.release()
         metrics.update(self._update(batch, timer))
         with timer("sync"):
             if self.rollouts is None:

@@ -72,3 +72,14 @@ def test_update_params_rejects_another_model():
     wrong = Decoder(TINY_CONFIGS["qwen3"], rngs=nnx.Rngs(0))
     with pytest.raises(EngineError, match="update_params"):
         engine.update_params(nnx.state(wrong))
+
+
+def test_release_params_drops_the_weights_until_the_next_update():
+    """A colocated trainer frees the engine's copy during its update; the next sync restores it."""
+    engine, model = tiny_engine("qwen2", seed=0, slots=2)
+    ps = prompts(model.config.vocab_size, (5, 3))
+    before = _tokens(generate(engine, ps, sampling=GREEDY))
+    engine.release_params()
+    assert engine.load_params() is None
+    assert engine.update_params(model, version=3) == 3
+    assert _tokens(generate(engine, ps, sampling=GREEDY)) == before

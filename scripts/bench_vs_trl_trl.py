@@ -19,8 +19,10 @@ TRL_CHOICES = {
     "loss_type": "dapo: token losses summed and divided by the number of completion tokens in "
     "the whole (global) batch, which is mimojax's token-mean over the mini-batch (= the batch)",
     "per_device_train_batch_size": "counts completions in TRL (32 = 4 prompts x 8 generations); "
-    "mimojax does the same update as 2 micro-batches of 16 with gradient accumulation",
-    "gradient_checkpointing": "False (GRPOConfig defaults to True); mimojax runs remat=none",
+    "mimojax does the same update in micro-batches (trainer.micro_batch_size) with gradient "
+    "accumulation",
+    "gradient_checkpointing": "follows mimojax's model.remat: on unless the config says "
+    "remat='none' (the demo config runs remat='full' since issue 13, for memory)",
     "bf16": "False (GRPOConfig defaults to True); both sides compute in fp32 on CPU",
     "scale_rewards": "group: advantages divided by the group std, as mimojax's "
     "norm_adv_by_std_in_grpo=True (TRL's std is unbiased, mimojax's may differ by sqrt(8/7))",
@@ -220,13 +222,13 @@ def run_trl(args, workdir: Path, hf_dir: Path) -> dict:
         disable_tqdm=True,
         dataloader_num_workers=0,
         log_completions=False,
-        # mimojax runs remat=none; GRPOConfig turns checkpointing on by default
+        # Checkpoint activations exactly when mimojax's config rematerialises them.
         **{
             (
                 "activation_checkpointing"
                 if "activation_checkpointing" in GRPOConfig.__dataclass_fields__
                 else "gradient_checkpointing"
-            ): False
+            ): str(cfg.model.remat) != "none"
         },
     )
     clock = Clock()

@@ -203,7 +203,10 @@ class Checkpointer:
     def _drop_manager(self) -> None:
         """Closes a manager that failed a save, swallowing the errors its threads still hold."""
         mgr, self._mgr, self._pending = self._mgr, None, None
-        for _ in range(3):  # each background thread of the failed save raises once
+        # Each background thread of the failed save raises once, and a save has several
+        # (array writes, shardings, metadata); on a loaded box more than three can still be
+        # running, and leaving any behind lets it write into the tmp dir after reopening.
+        for _ in range(16):
             try:
                 if mgr is not None:
                     mgr.close()

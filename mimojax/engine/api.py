@@ -18,6 +18,15 @@ from flax import struct
 from mimojax.engine.forward import LayerCaches
 
 
+class EngineError(ValueError):
+    """A request or setting the engine cannot serve; the message names the setting."""
+
+
+def bucket_length(n: int, limit: int, minimum: int = 16) -> int:
+    """The padded prompt length: the next power of two >= n (at least `minimum`), <= limit."""
+    return min(limit, max(minimum, 1 << max(n - 1, 0).bit_length()))
+
+
 @struct.dataclass
 class SlotData:
     """One slot's share of a ResultTokens: tokens/valid [samples, 1], lengths [samples]."""

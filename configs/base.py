@@ -207,6 +207,12 @@ def get_config(arg=None):
     t.staleness_policy = "wait"  # async: "wait" (producer blocks at the bound) | "drop" (discard)
     t.sync_every_steps = 1  # async: publish weights to the rollout every k updates; needs
     # max_off_policy_steps >= k - 1 (staleness still counts every update)
+    t.partial_rollouts = False  # async: weights published mid-batch reach the engine between
+    # decode steps; in-flight trajectories continue under them (versions recorded per token,
+    # staleness counted on the oldest token)
+    t.flow = "batch"  # async: "batch" (a step's groups, generated together) | "stream" (one
+    # continuous engine queue; gae trains on the first batch_size * n trajectories to finish,
+    # group estimators on the first batch_size whole groups: queue/group_wait_s)
     t.long_response_tokens = 0  # async/long_share/* (short-task bias): responses longer than this
     # count as long; 0 = longer than the median of the step's sampled responses
 

@@ -347,6 +347,19 @@ def _check_async(cfg: ConfigDict, bad) -> None:
             f"versions old; trainer.max_off_policy_steps = {t.max_off_policy_steps} must be >= "
             f"{k - 1}"
         )
+    if t.partial_rollouts and t.mode != "async":
+        bad(
+            f"trainer.partial_rollouts: needs trainer.mode = 'async' ('{t.mode}' generates each "
+            "batch with one weights version)"
+        )
+    if t.flow not in ("batch", "stream"):
+        bad(f"trainer.flow: '{t.flow}' is not one of ('batch', 'stream')")
+    elif t.flow == "stream" and t.mode != "async":
+        bad(f"trainer.flow: 'stream' needs trainer.mode = 'async', got '{t.mode}'")
+    elif t.flow == "stream" and cfg.algorithm.dynamic_sampling.enable:
+        bad("trainer.flow: 'stream' takes units as they finish; dynamic sampling needs batches")
+    elif t.flow == "stream" and cfg.rollout.agent.default != "single_turn":
+        bad("trainer.flow: 'stream' runs single-turn rows (rollout.agent.default)")
     if not isinstance(t.long_response_tokens, int) or t.long_response_tokens < 0:
         bad(f"trainer.long_response_tokens: must be an int >= 0, got {t.long_response_tokens!r}")
     traits = _estimator_traits(cfg.algorithm.adv_estimator)

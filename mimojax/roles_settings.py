@@ -93,6 +93,8 @@ class LoopSpec:
     max_off_policy_steps: int = 1  # async: staleness bound
     staleness_policy: str = "wait"  # async: "wait" | "drop"
     sync_every_steps: int = 1  # async: weights reach the producer after every k-th update
+    partial_rollouts: bool = False  # async: in-flight trajectories continue under new weights
+    flow: str = "batch"  # async: "batch" | "stream" (units as they finish: rollout/stream.py)
     long_response_tokens: int = 0  # async/long_share/*: "long" above this; 0 = sampled median
 
 
@@ -186,6 +188,8 @@ def loop_spec(cfg: ConfigDict) -> LoopSpec:
         max_off_policy_steps=int(t.max_off_policy_steps),
         staleness_policy=t.staleness_policy,
         sync_every_steps=int(t.sync_every_steps),
+        partial_rollouts=bool(t.partial_rollouts),
+        flow=t.flow,
         long_response_tokens=int(t.long_response_tokens),
         logger_kwargs=dict(  # multi-host: only process 0 writes metrics
             jsonl=bool(cfg.logging.jsonl) and is_main_process(),

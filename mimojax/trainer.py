@@ -37,6 +37,7 @@ from mimojax.rollout.async_buffer import AsyncRollouts
 from mimojax.rollout.async_metrics import async_step_metrics
 from mimojax.rollout.batch import TrainBatch, build_batch, map_rows
 from mimojax.rollout.dynamic_sampling import sample_groups
+from mimojax.rollout.stream import stream_rollouts
 from mimojax.train_step import Counts
 
 log = logging.getLogger(__name__)
@@ -62,9 +63,10 @@ class Trainer:
         self._save_s, self._saved_step, self.stop = None, None, None
         self.restarts = dict.fromkeys(RESTART_KEYS, 0.0)
         # Off-policy modes: the producer (started by train()) and the last batch consumed,
-        # (its index + 1, the data position after it): what a checkpoint records.
+        # (its index + 1, the data position after it, stream flow's samples done beyond it):
+        # what a checkpoint records.
         self.rollouts: AsyncRollouts | None = None
-        self._consumed: tuple[int, dict] | None = None
+        self._consumed: tuple[int, dict, dict | None] | None = None
         self._restore()  # the newest readable checkpoint; build_run refused another model's
         spec, progress = self.spec, progress and is_main_process()  # multi-host: process 0 prints
         self.logger = MetricsLogger(
@@ -97,6 +99,8 @@ class Trainer:
         }
         if self.spec.mode != "sync":
             meta["async_batches"] = self._consumed[0] if self._consumed else self.step
+            if self._consumed and self._consumed[2] is not None:  # stream flow's done samples
+                meta["async_done"] = self._consumed[2]
         self.checkpointer.save(self.step, self._array_state(), meta)
         self._saved_step = self.step
 
@@ -111,7 +115,7 @@ class Trainer:
         self.kl_ctrl = dataclasses.replace(self.kl_ctrl, coef=float(state["kl_coef"]))
         self.data_iter.set_state(meta["data"])
         if "async_batches" in meta:
-            self._consumed = (int(meta["async_batches"]), meta["data"])
+            self._consumed = (int(meta["async_batches"]), meta["data"], meta.get("async_done"))
         self.step, self.wall_s = int(meta["step"]), float(meta["wall_s"])
         self.total_tokens = int(meta["total_tokens"])
         self._evals_done_at_minutes = set(meta.get("evals_done_at_minutes", []))
@@ -200,11 +204,11 @@ class Trainer:
             else:  # a copy: the next update donates the params the producer would load
                 version, params = self.rollouts.trainer_version + 1, self.actor.state.params
                 self.rollouts.updated(version, lambda: jax.tree.map(jnp.copy, params))
-                self._consumed = (produced.index + 1, produced.data_state)
+                self._consumed = (produced.index + 1, produced.data_state, produced.done)
                 queue.update(produced.timing)  # the producer's gen / reward seconds
                 queue.update(async_step_metrics(
                     produced, trajs, rb.scores_B, mask, version - 1, spec.max_off_policy_steps,
-                    spec.long_response_tokens,
+                    spec.long_response_tokens, spec.partial_rollouts,
                 ))  # fmt: skip
         values = passes.get("values_BxT")
         metrics.update(rollout_batch_metrics(rb, trajs, mask, adv, returns, values, version))
@@ -345,13 +349,20 @@ class Trainer:
         spec = self.spec
         if spec.mode == "sync" or self.rollouts is not None:
             return
-        version = int(self.engine.policy_version)
-        self.rollouts = AsyncRollouts(
-            self._produce, lambda params, v: self.roles.rollout.sync(params, version=v),
+        version, params = (
+            int(self.engine.policy_version),
             jax.tree.map(jnp.copy, self.actor.state.params),
+        )
+        if spec.flow == "stream":  # units (trajectories or groups) as they finish
+            done = self._consumed[2] if self._consumed else None
+            self.rollouts = stream_rollouts(self, params, version, done)
+            return
+        self.rollouts = AsyncRollouts(
+            self._produce, lambda params, v: self.roles.rollout.sync(params, version=v), params,
             start_index=self._consumed[0] if self._consumed else self.step, version=version,
             max_off_policy_steps=spec.max_off_policy_steps, policy=spec.staleness_policy,
             exact=spec.mode == "one_step_off", sync_every=spec.sync_every_steps,
+            partial=spec.partial_rollouts,
         )  # fmt: skip
 
     def _produce(self, index: int):

@@ -6,11 +6,18 @@ prompt-length bucket, and inserted in one call), runs one `generate` for every s
 used part of the cache, and retires samples that hit a stop id, a stop sequence,
 max_new_tokens or the cache length. `submit` and `abort` only enqueue, so they are
 safe to call from another thread while a step runs (the async client relies on that).
+
+Partial rollouts: `between_steps(fn)` makes every scheduler step run `fn()` first, in the
+context that set it (asyncio tasks and `to_thread` copy it). The async producer swaps in newly
+published weights there, so in-flight samples continue under them; each token records the
+weights version that sampled it (`Completion.token_versions`).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import contextvars
 import dataclasses
 import queue
 import time
@@ -22,6 +29,19 @@ from mimojax.engine.engine import EngineError, JaxEngine
 from mimojax.engine.sampling import SamplingParams, sample_key
 
 PROMPT_OVERFLOW = ("error", "truncate_left")
+_STEP_HOOK: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "mimojax_scheduler_step_hook", default=None
+)
+
+
+@contextlib.contextmanager
+def between_steps(fn: Callable[[], None]):
+    """Within this context, every `Scheduler.step` first runs `fn()` (e.g. a weight swap)."""
+    token = _STEP_HOOK.set(fn)
+    try:
+        yield
+    finally:
+        _STEP_HOOK.reset(token)
 
 
 @dataclasses.dataclass
@@ -42,6 +62,7 @@ class Completion:
     # Prefix the next turn passes as existing_prefix so it prefills only its new tokens.
     kv: object = None
     cached_length: int = 0  # tokens in `kv` (0 without it)
+    token_versions: list[int] = dataclasses.field(default_factory=list)  # per token_ids entry
 
 
 @dataclasses.dataclass
@@ -66,6 +87,7 @@ class _Request:
     aborted: bool = False
     t_prefill: float = 0.0
     t_first: float = 0.0
+    first_version: int = 0  # weights version of the prefill that sampled the first tokens
 
 
 @dataclasses.dataclass
@@ -75,6 +97,7 @@ class _Live:
     tokens: list[int]
     logprobs: list[float]
     version: int
+    versions: list[int] = dataclasses.field(default_factory=list)  # per token
 
 
 class Scheduler:
@@ -163,6 +186,9 @@ class Scheduler:
 
     def step(self) -> list[_Request]:
         """One scheduling round and one decode step; returns the requests that finished."""
+        hook = _STEP_HOOK.get()
+        if hook is not None:
+            hook()
         done: list[_Request] = []
         self._drain_inbox(done)
         self._fill_slots(done)
@@ -192,7 +218,8 @@ class Scheduler:
                 req.next_sample += 1
 
     def _new_live(self, req, j, tokens, logprobs=None):
-        return _Live(req, j, tokens, logprobs or [], self.engine.policy_version)
+        version = req.first_version if tokens else self.engine.policy_version
+        return _Live(req, j, tokens, logprobs or [], version, [version] * len(tokens))
 
     def _fill_slots(self, done):
         free = [s for s in range(self.engine.max_concurrent_decodes) if s not in self._live]
@@ -282,6 +309,7 @@ class Scheduler:
             span = slice(offset, offset + len(req.outputs))
             req.batch, req.first = (bp, row, offset), (first_N[span], logp_N[span])
             req.t_prefill, req.t_first = t0, t1
+            req.first_version = engine.policy_version
             self.stats["prompt_tokens"] += len(req.prompt_ids)
         self.stats["prefill_s"] += t1 - t0
         self.stats["prefills"] += len(reqs)
@@ -302,6 +330,7 @@ class Scheduler:
         req.prefix, req.existing_prefix = prefix, None  # the new prefix holds the old KV
         req.first = (np.asarray(prefix.first_token_N), np.asarray(prefix.first_logprob_N))
         req.t_first = time.perf_counter()
+        req.first_version = engine.policy_version
         self.stats["prefill_s"] += req.t_first - req.t_prefill
         self.stats["prefills"] += 1
         self.stats["prompt_tokens"] += len(req.prompt_ids)
@@ -314,6 +343,7 @@ class Scheduler:
             live.request.prior_length + len(live.request.prompt_ids) + len(live.tokens) - 1
             for live in self._live.values()
         )
+        version = self.engine.policy_version  # of the weights this step decodes with
         self._state, result = self.engine.generate(
             self.engine.load_params(), self._state, max_length=longest
         )
@@ -329,6 +359,7 @@ class Scheduler:
                 continue
             live.tokens.append(int(row.tokens[0, 0]))
             live.logprobs.append(float(row.log_prob[0, 0]))
+            live.versions.append(version)
             reason = self._stop_reason(live)
             if reason:
                 del self._live[slot]
@@ -370,6 +401,7 @@ class Scheduler:
             latency_s=now - req.submitted,
             kv=kv,
             cached_length=cached if kv is not None else 0,
+            token_versions=live.versions,
         )
         self.stats["completion_tokens"] += len(live.tokens)
         self.stats[f"finish_{reason}"] += 1

@@ -133,13 +133,14 @@ async def single_turn(ctx: AgentContext, example: dict, group: int, sample: int)
         response_ids=list(c.token_ids),
         rollout_logprobs=list(c.logprobs),
         response_mask=[1] * len(c.token_ids),
-        policy_version=c.policy_version,
+        policy_version=min(c.token_versions, default=c.policy_version),
         finish_reason=c.finish_reason,
         group=group,
         sample=sample,
         example=example,
         response_text=ctx.tokenizer.decode(c.token_ids, skip_special_tokens=True),
         stats={"wall_s": float(c.latency_s)},  # submit -> finished, as the batched path
+        token_versions=list(c.token_versions),
     )
 
 

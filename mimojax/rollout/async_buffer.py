@@ -18,9 +18,13 @@ staleness of a batch is the trainer's policy version when it trains on it minus 
   producer would wait for weights that are never published.
 
 Weights reach the engine only from the producer thread, between batches (the trainer publishes
-copies, so its donated update never frees what the engine still reads). Checkpoints store the
-data position of the last batch the trainer *consumed*: batches still buffered at a kill are
-regenerated after the resume, never counted twice.
+copies, so its donated update never frees what the engine still reads) — and, with
+`partial=True` (async only), also between two decode steps of a batch in flight
+(`scheduler.between_steps`): in-flight trajectories continue under the new weights, their KV
+kept, and each token records the version that sampled it. A batch's version is then its oldest
+token's (`Produced.version`), so the bound and the staleness metrics count the oldest token.
+Checkpoints store the data position of the last batch the trainer *consumed*: batches still
+buffered at a kill are regenerated after the resume, never counted twice.
 """
 
 from __future__ import annotations
@@ -35,6 +39,12 @@ from typing import Any
 
 import numpy as np
 
+from mimojax.engine.scheduler import between_steps
+
+
+def _nothing() -> None:
+    pass
+
 
 @dataclasses.dataclass
 class Produced:
@@ -43,12 +53,14 @@ class Produced:
     index: int  # batch number in data order (request ids derive from it)
     sampled: Any  # dynamic_sampling.SampledStep
     data_state: dict  # iterator state right after this batch was drawn (and recorded)
-    version: int  # engine version that generated it
+    version: int  # engine version of its oldest token (partial rollouts mix newer ones in)
     timing: dict  # the producer's timing_s/* for this batch
     group_wait_s: float  # mean over groups: slowest member's finish - fastest member's
     ready_at: float  # perf_counter when it entered the buffer
     # response lengths of the batches dropped for staleness just before this one (short-task bias)
     dropped_lengths: list[int] = dataclasses.field(default_factory=list)
+    # stream flow: samples of batches `index + 1` on already consumed or dropped (checkpointed)
+    done: dict | None = None
 
 
 class AsyncRollouts:
@@ -66,6 +78,7 @@ class AsyncRollouts:
         policy: str = "wait",
         exact: bool = False,
         sync_every: int = 1,
+        partial: bool = False,
     ):
         # produce(index) -> (SampledStep, data state after it, timing); apply_weights(params, v);
         # params: a copy of the weights the engine holds now, as `version`
@@ -76,7 +89,9 @@ class AsyncRollouts:
                 f"sync_every={sync_every} needs exact=False and max_off_policy_steps >= "
                 f"sync_every - 1 (got {max_off_policy_steps}, exact={exact})"
             )
-        self.sync_every = sync_every
+        if partial and exact:
+            raise ValueError("partial rollouts need exact=False (one_step_off pins versions)")
+        self.sync_every, self.partial, self.partial_swaps = sync_every, partial, 0
         self.next_index = start_index  # the next batch the trainer consumes
         self._base, self.version = version, version  # the newest version published
         self.trainer_version = version  # the trainer's: one more per update (staleness counts it)
@@ -117,9 +132,11 @@ class AsyncRollouts:
                     if target != self._engine_version:
                         self._apply(params, target)
                         self._engine_version = target
-                    sampled, data_state, timing = self._produce(index)
+                    with between_steps(self._swap_in_flight if self.partial else _nothing):
+                        sampled, data_state, timing = self._produce(index)
+                oldest = min((t.policy_version for t in sampled.trajs), default=target)
                 item = Produced(
-                    index, sampled, copy.deepcopy(data_state), self._engine_version, timing,
+                    index, sampled, copy.deepcopy(data_state), oldest, timing,
                     group_wait_s(sampled.trajs, timing.get("timing_s/gen", 0.0)),
                     time.perf_counter(),
                 )  # fmt: skip
@@ -131,6 +148,18 @@ class AsyncRollouts:
             with self._cond:
                 self._error = e
                 self._cond.notify_all()
+
+    def _swap_in_flight(self) -> None:
+        """Partial rollouts, between two decode steps (producer, engine_lock held): the newest
+        published weights, if newer than the engine's, replace them under the batch in flight."""
+        with self._cond:
+            version = self.version
+            params = self._weights.get(version)
+        if params is None or version <= self._engine_version or self._closed:
+            return
+        self._apply(params, version)
+        self._engine_version = version
+        self.partial_swaps += 1
 
     # ---------------------------------------------------------------- trainer side
     def get(self, between_waits: Callable[[], None] = lambda: None) -> tuple[Produced, dict]:
@@ -166,6 +195,7 @@ class AsyncRollouts:
             "async/dropped_stale": float(self.dropped_groups),
             "async/dropped_stale_batches": float(dropped_batches),
             "async/weights_version": float(self.version),  # what the producer may load now
+            **({"async/partial/swaps": float(self.partial_swaps)} if self.partial else {}),
         }
 
     def updated(self, version: int, params_copy: Callable[[], Any]) -> bool:

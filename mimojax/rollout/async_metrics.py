@@ -11,6 +11,11 @@ a step (dropped batches and dynamic sampling's rejected groups included);
 `async/long_share/trained` the share among the trajectories the update learned from (a token
 in the loss mask). "Long" is above a fixed token count, or above the median length of the
 step's sampled responses when none is set.
+
+Partial rollouts (`trainer.partial_rollouts`): a trajectory in flight when new weights arrive
+continues under them, so its tokens carry several versions. Its staleness above is its oldest
+token's (the bound holds on it); `async/partial/*` report the mix: distinct versions per
+trajectory, the share spanning more than one, and the token-level lag.
 """
 
 from __future__ import annotations
@@ -66,6 +71,27 @@ def staleness_metrics(trajs, scores, trainer_version: int, bound: int) -> dict[s
     return out
 
 
+def partial_metrics(trajs, trainer_version: int) -> dict[str, float]:
+    """async/partial/*: versions per trajectory (model tokens), multi-version share, token lag."""
+    per_traj, token_lag = [], []
+    for t in trajs:
+        model = [v for v, m in zip(t.versions(), t.response_mask, strict=True) if m]
+        per_traj.append(len(set(model)) or 1)
+        token_lag.extend(trainer_version - v for v in model)
+    if not per_traj:
+        return {}
+    per_traj = np.asarray(per_traj, np.float64)
+    out = {
+        "async/partial/versions_per_traj": float(per_traj.mean()),
+        "async/partial/versions_per_traj_max": float(per_traj.max()),
+        "async/partial/multi_version_share": float((per_traj > 1).mean()),
+    }
+    if token_lag:
+        out["async/partial/token_staleness/mean"] = float(np.mean(token_lag))
+        out["async/partial/token_staleness/max"] = float(np.max(token_lag))
+    return out
+
+
 def async_step_metrics(
     produced,
     trajs,
@@ -74,10 +100,13 @@ def async_step_metrics(
     trainer_version: int,
     bound: int,
     long_tokens: float = 0.0,
+    partial: bool = False,
 ) -> dict[str, float]:
-    """A consumed batch's async/* metrics: staleness at `trainer_version`, long-task shares."""
+    """A consumed batch's async/* metrics: staleness at `trainer_version`, long-task shares,
+    and with partial rollouts the per-token version mix."""
     sampled = [*produced.dropped_lengths, *produced.sampled.drawn_lengths]
     return {
         **staleness_metrics(trajs, scores_B, trainer_version, bound),
+        **(partial_metrics(trajs, trainer_version) if partial else {}),
         **long_share_metrics(sampled, trained_lengths(trajs, loss_mask_BxT), long_tokens),
     }

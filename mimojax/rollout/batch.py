@@ -56,6 +56,9 @@ class RolloutBatch(_Fields):
     group_ids_B: np.ndarray
     response_len_B: np.ndarray
     prompt_len_B: np.ndarray
+    # Weights version that sampled each response token (-1 off the response): partial rollouts
+    # mix versions within a row; `rollout_logp_BxT` is each token's behaviour log-prob.
+    versions_BxT: np.ndarray | None = None
     prompt_len: int = struct.field(pytree_node=False, default=1)  # P
 
 
@@ -98,10 +101,12 @@ def build_batch(
     resp = np.zeros((B, T), np.int32)
     logp = np.zeros((B, T), np.float32)
     rewards = np.zeros((B, T), np.float32)
+    versions = np.full((B, T), -1, np.int32)
     for b, t in enumerate(trajs):
         p, r = len(t.prompt_ids), len(t.response_ids)
         ids[b, P - p : P] = t.prompt_ids
         ids[b, P : P + r] = t.response_ids
+        versions[b, P : P + r] = t.versions()
         attn[b, P - p : P + r] = 1
         if valid_B[b] and r > 0:
             resp[b, P : P + r] = t.response_mask
@@ -122,6 +127,7 @@ def build_batch(
         group_ids_B=np.asarray([t.group for t in trajs], np.int32),
         response_len_B=np.asarray([len(t.response_ids) for t in trajs], np.int32),
         prompt_len_B=np.asarray([len(t.prompt_ids) for t in trajs], np.int32),
+        versions_BxT=versions,
         prompt_len=P,
     )
 

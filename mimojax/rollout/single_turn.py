@@ -39,7 +39,7 @@ def rollout_single_turn(
                     response_ids=list(c.token_ids),
                     rollout_logprobs=list(c.logprobs),
                     response_mask=[1] * len(c.token_ids),
-                    policy_version=c.policy_version,
+                    policy_version=min(c.token_versions, default=c.policy_version),
                     finish_reason=c.finish_reason,
                     group=g,
                     sample=j,
@@ -48,6 +48,7 @@ def rollout_single_turn(
                     # all requests are submitted at once: submit -> finished is when it was done
                     # (queue/group_wait_s: how long a group waits for its slowest member)
                     stats={"wall_s": float(c.latency_s)},
+                    token_versions=list(c.token_versions),
                 )
             )
     return trajs

@@ -29,12 +29,15 @@ class _State:
     logps: list[float] = dataclasses.field(default_factory=list)
     turn_ends: list[int] = dataclasses.field(default_factory=list)
     versions: list[int] = dataclasses.field(default_factory=list)
+    token_versions: list[int] = dataclasses.field(default_factory=list)
     texts: list[str] = dataclasses.field(default_factory=list)
     stats: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     kv: object = None
     cached: int = 0
 
-    def append(self, ids, mask: int, logps=None):
+    def append(self, ids, mask: int, logps=None, versions=None):
+        last = self.token_versions[-1] if self.token_versions else 0
+        self.token_versions += list(versions) if versions is not None else [last] * len(ids)
         self.response += ids
         self.mask += [mask] * len(ids)
         self.logps += list(logps) if logps is not None else [0.0] * len(ids)
@@ -116,7 +119,7 @@ async def tool_agent(ctx: AgentContext, example: dict, group: int, sample: int) 
             )
             st.stats["gen_s"] += time.perf_counter() - t_gen
             st.kv, st.cached = c.kv, c.cached_length
-            st.append(list(c.token_ids), 1, c.logprobs)
+            st.append(list(c.token_ids), 1, c.logprobs, c.token_versions)
             st.versions.append(c.policy_version)
             st.turn_ends.append(len(st.response) - 1)
             text = tok.decode(c.token_ids, skip_special_tokens=True)
@@ -156,7 +159,11 @@ async def tool_agent(ctx: AgentContext, example: dict, group: int, sample: int) 
         response_ids=st.response,
         rollout_logprobs=st.logps,
         response_mask=st.mask,
-        policy_version=st.versions[0] if st.versions else ctx.engine.policy_version,
+        policy_version=min(
+            [v for v, m in zip(st.token_versions, st.mask) if m]
+            or st.versions[:1]
+            or [ctx.engine.policy_version]
+        ),
         finish_reason=finish,
         group=group,
         sample=sample,
@@ -168,4 +175,5 @@ async def tool_agent(ctx: AgentContext, example: dict, group: int, sample: int) 
         artifacts=artifacts,
         agent="tool_agent",
         stats=dict(st.stats),
+        token_versions=st.token_versions,
     )

@@ -13,7 +13,7 @@ class Trajectory:
     response_ids: list[int]
     rollout_logprobs: list[float]  # engine's log-probs of response_ids (processed distribution)
     response_mask: list[int]  # 1 on model-written tokens, 0 on tool/observation tokens
-    policy_version: int  # engine weights version when the first token was sampled
+    policy_version: int  # engine weights version of the oldest model token (the first one)
     # "stop" | "length" | "abort"; agents also "max_turns" | "max_tool_calls" | "max_tokens" |
     # "max_context" | "timeout"
     finish_reason: str
@@ -30,6 +30,16 @@ class Trajectory:
     agent: str = "single_turn"
     # Counters and seconds of the agent loop (tool calls, errors, prefill tokens, timings).
     stats: dict = dataclasses.field(default_factory=dict)
+    # Weights version of each response token (partial rollouts: a trajectory in flight when new
+    # weights arrive continues under them). Observation tokens carry the preceding model
+    # token's. Empty: every token is `policy_version`'s.
+    token_versions: list[int] = dataclasses.field(default_factory=list)
+
+    def versions(self) -> list[int]:
+        """Per response token, the weights version that sampled it (or preceded it)."""
+        if len(self.token_versions) == len(self.response_ids):
+            return list(self.token_versions)
+        return [self.policy_version] * len(self.response_ids)
 
     def grader_item(self) -> dict:
         """What a grader sees of this trajectory (the reward pool's item)."""

@@ -153,6 +153,9 @@ def test_kill_mid_async_and_resume_counts_every_batch_once(tmp_path, overrides):
         (("trainer.mode='async'", "trainer.sync_every_steps=0"), "sync_every_steps: must be"),
         (("trainer.mode='async'", "trainer.sync_every_steps=3"), "must be >= 2"),
         (("trainer.mode='async'", "trainer.long_response_tokens=-1"), "long_response_tokens"),
+        (("trainer.mode='one_step_off'", "trainer.partial_rollouts=True"), "partial_rollouts"),
+        (("trainer.flow='stream'",), "'stream' needs trainer.mode"),
+        (("trainer.mode='async'", "trainer.flow='pipe'"), "trainer.flow"),
     ],
 )
 def test_async_config_errors_name_the_key(overrides, more, match):

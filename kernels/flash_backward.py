@@ -110,7 +110,9 @@ def _dkdv_kernel(
 
     # A key tile of padding only (every segment invalid) gets zero gradients without a loop.
     any_valid = jnp.max(kvseg_K) >= 0
-    num_q_blocks = jnp.where(any_valid, q_ref.shape[0] // bq, 0)
+    # Both branches int32 (not weak-typed Python ints): Triton's scf.for needs its bounds and
+    # step of one type, and a weak-typed bound lowered to another width failed to verify.
+    num_q_blocks = jnp.where(any_valid, jnp.int32(q_ref.shape[0] // bq), jnp.int32(0))
     zeros = jnp.zeros(k_KxD.shape, jnp.float32)
     dk_KxD, dv_KxD = lax.fori_loop(0, num_q_blocks, body, (zeros, zeros))
     dk_ref[...] = (dk_KxD * p.scale).astype(dk_ref.dtype)

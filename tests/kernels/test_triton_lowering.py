@@ -1,17 +1,41 @@
 """The GPU path lowers: every kernel exports for CUDA as Triton calls, checked without a GPU.
 
-Lowering is where Pallas rejects ops Triton cannot express; PTX compilation and speed still
-need a GPU (tests marked gpu, scripts/bench_attention.py).
+Lowering is where Pallas rejects ops Triton cannot express; each Triton module is also run
+through the MLIR verifier here, which is what XLA's Triton parser runs first on a GPU (an
+unverifiable `scf.for` was found that way on an H200: scripts/gpu_check.py). PTX compilation
+and speed still need a GPU (scripts/gpu_check.py, scripts/bench_attention.py).
 """
 
 import jax
 import jax.numpy as jnp
 import pytest
 from jax import export
+from jax._src.pallas.triton import pallas_call_registration  # private: the verifier hook only
 
 from mimojax.kernels import decode_attention, flash_attention
 
 TRITON_CALL = "__gpu$xla.gpu.triton"
+
+
+@pytest.fixture(autouse=True)
+def verified_modules(monkeypatch):
+    """Every Triton module lowered during a test goes through MLIR's verifier; failures listed."""
+    failures: list[str] = []
+    lower = pallas_call_registration.lowering.lower_jaxpr_to_triton_module
+
+    def lower_and_verify(*args, **kwargs):
+        result = lower(*args, **kwargs)
+        try:
+            result.module.operation.verify()
+        except Exception as e:  # MLIRError: the message names the op and its location
+            failures.append(str(e)[:500])
+        return result
+
+    monkeypatch.setattr(
+        pallas_call_registration.lowering, "lower_jaxpr_to_triton_module", lower_and_verify
+    )
+    yield failures
+    assert not failures, "a Triton module fails MLIR verification:\n" + "\n".join(failures)
 
 
 def _triton_kernels(fn, *avals) -> list[str]:

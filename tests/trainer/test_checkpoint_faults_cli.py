@@ -2,7 +2,9 @@
 previous one; a save that fails (file-size limit) stops the run with one clear error and the next
 run resumes from the previous checkpoint; every checkpoint corrupt: one clear error, exit 1.
 
-One workdir through five CLI runs of the tiny config (~90 s): each needs the files the last left.
+One workdir through five CLI runs of the tiny config, each needs the files the last left; a
+checkpoint every step keeps them to 6 steps in all (~1-2 min on 2 shared cores: five JAX starts,
+the compiled programs shared through the session's compilation cache, tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ def _train(workdir, steps, file_size_limit_kb=0):
     cmd = [sys.executable, "-m", "mimojax.cli", "train", "--config", "configs/grpo_tiny.py"]
     cmd += ["--workdir", str(workdir), f"--config.trainer.total_steps={steps}"]
     cmd += ["--config.eval.at_start=False", "--config.eval.at_end=False"]
+    cmd += ["--config.checkpoint.every_steps=1"]  # keep=2: the newest two steps on disk
 
     if file_size_limit_kb:  # writes past this size fail with EFBIG, like a full disk
         cmd = ["bash", "-c", f'ulimit -f {file_size_limit_kb} && exec "$@"', "limited", *cmd]
@@ -40,28 +43,28 @@ def _truncate_arrays(workdir, step):
 
 def test_checkpoint_faults_through_the_cli(tmp_path):
     workdir = tmp_path / "run"
-    assert _train(workdir, 4)[0] == 0  # checkpoints 2 and 4 (keep=2)
-    _truncate_arrays(workdir, 4)
+    assert _train(workdir, 2)[0] == 0  # checkpoints 1 and 2 (keep=2)
+    _truncate_arrays(workdir, 2)
 
-    code, err = _train(workdir, 6)
+    code, err = _train(workdir, 3)
     assert code == 0
-    assert "checkpoint step 4" in err and "unreadable, trying step 2" in err
-    assert [r["step"] for r in read_metrics(str(workdir))] == [1, 2, 3, 4, 5, 6]
-    assert os.path.isdir(workdir / "checkpoints" / "4.unreadable")  # kept for inspection
+    assert "checkpoint step 2" in err and "unreadable, trying step 1" in err
+    assert [r["step"] for r in read_metrics(str(workdir))] == [1, 2, 3]
+    assert os.path.isdir(workdir / "checkpoints" / "2.unreadable")  # kept for inspection
 
-    code, err = _train(workdir, 8, file_size_limit_kb=1024)  # the step-8 save cannot be written
+    code, err = _train(workdir, 4, file_size_limit_kb=1024)  # the step-4 save cannot be written
     assert code == 1
-    assert "could not save checkpoint step 8" in err and "step 6 is the newest checkpoint" in err
+    assert "could not save checkpoint step 4" in err and "step 3 is the newest checkpoint" in err
 
-    code, err = _train(workdir, 8)  # resumes from step 6: steps 7 and 8 run again, once each
+    code, err = _train(workdir, 4)  # resumes from step 3: step 4 runs again, once
     assert code == 0
     rows = read_metrics(str(workdir))
-    assert [r["step"] for r in rows] == list(range(1, 9))
-    # steps 3-4 ran again after the first resume, 7-8 after the second
-    assert rows[-1]["restarts/count"] == 2 and rows[-1]["restarts/steps_redone"] == 4
+    assert [r["step"] for r in rows] == list(range(1, 5))
+    # step 2 ran again after the first resume, step 4 after the second
+    assert rows[-1]["restarts/count"] == 2 and rows[-1]["restarts/steps_redone"] == 2
 
-    for step in (6, 8):
+    for step in (3, 4):
         _truncate_arrays(workdir, step)
-    code, err = _train(workdir, 10)
+    code, err = _train(workdir, 5)
     assert code == 1
     assert f"no readable checkpoint in {workdir / 'checkpoints'}" in err and "--no-resume" in err

@@ -2,7 +2,8 @@
 a resume, equals the uninterrupted run bitwise, with each step's metrics row logged exactly once
 and no finished step run again; `mimojax train` exits 0 on SIGTERM and at once on a second one.
 
-Six 4-step tiny-config runs in process (~10 s each) and two CLI subprocesses.
+One uninterrupted 4-step tiny-config run shared by the five phases (module fixture), then per
+phase a stopped run and its resume, in process; and two CLI subprocesses.
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ PHASES = {
 }
 
 
-@pytest.fixture
-def overrides(length_mod_rows):
+@pytest.fixture(scope="module")
+def overrides(module_length_mod_rows):
     return [
-        f"data.train_files=('{length_mod_rows}',)",
+        f"data.train_files=('{module_length_mod_rows}',)",
         "reward.num_workers=0",
         "trainer.total_steps=4",
         "checkpoint.every_steps=2",
@@ -70,11 +71,13 @@ def _state(trainer):
     )
 
 
-@pytest.fixture
-def uninterrupted(tmp_path, overrides):
-    trainer = _trainer(tmp_path / "full", overrides)
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, overrides):
+    """The reference every phase's stopped-and-resumed run must equal: run once per module."""
+    workdir = tmp_path_factory.mktemp("full")
+    trainer = _trainer(workdir, overrides)
     trainer.train()
-    return _state(trainer), read_metrics(str(tmp_path / "full"))
+    return _state(trainer), read_metrics(str(workdir))
 
 
 @pytest.mark.parametrize("phase", sorted(PHASES))
@@ -132,7 +135,7 @@ def _wait_for_step(workdir, proc, step):
 def test_cli_sigterm_saves_and_exits_0_and_a_second_signal_exits_at_once(tmp_path):
     workdir = tmp_path / "run"
     proc, err = _cli(workdir)
-    _wait_for_step(workdir, proc, 2)
+    _wait_for_step(workdir, proc, 1)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=300) == 0
     text = open(err).read()
@@ -142,7 +145,7 @@ def test_cli_sigterm_saves_and_exits_0_and_a_second_signal_exits_at_once(tmp_pat
     assert max(r["step"] for r in read_metrics(str(workdir))) == step
 
     proc, err = _cli(workdir)  # resumes from it; two signals in a row: out at once
-    _wait_for_step(workdir, proc, step + 2)
+    _wait_for_step(workdir, proc, step + 1)  # resumed: it trains past the saved step
     proc.send_signal(signal.SIGINT)
     deadline = time.monotonic() + 60  # signals do not queue: wait for the first to be handled
     while "stopping at the next safe point" not in open(err).read():

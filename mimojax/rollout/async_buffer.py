@@ -21,8 +21,9 @@ Weights reach the engine only from the producer thread, between batches (the tra
 copies, so its donated update never frees what the engine still reads) — and, with
 `partial=True` (async only), also between two decode steps of a batch in flight
 (`scheduler.between_steps`): in-flight trajectories continue under the new weights, their KV
-kept, and each token records the version that sampled it. A batch's version is then its oldest
-token's (`Produced.version`), so the bound and the staleness metrics count the oldest token.
+kept, and each token records the version that sampled it. A batch's version stays the one it
+started with, which no token is older than, so the bound holds on the oldest token; the
+staleness metrics count each trajectory's oldest token.
 Checkpoints store the data position of the last batch the trainer *consumed*: batches still
 buffered at a kill are regenerated after the resume, never counted twice.
 """
@@ -53,7 +54,7 @@ class Produced:
     index: int  # batch number in data order (request ids derive from it)
     sampled: Any  # dynamic_sampling.SampledStep
     data_state: dict  # iterator state right after this batch was drawn (and recorded)
-    version: int  # engine version of its oldest token (partial rollouts mix newer ones in)
+    version: int  # engine version it started with (partial rollouts mix newer tokens in)
     timing: dict  # the producer's timing_s/* for this batch
     group_wait_s: float  # mean over groups: slowest member's finish - fastest member's
     ready_at: float  # perf_counter when it entered the buffer
@@ -134,9 +135,9 @@ class AsyncRollouts:
                         self._engine_version = target
                     with between_steps(self._swap_in_flight if self.partial else _nothing):
                         sampled, data_state, timing = self._produce(index)
-                oldest = min((t.policy_version for t in sampled.trajs), default=target)
+                # started with `target`: no token is older (partial rollouts only add newer)
                 item = Produced(
-                    index, sampled, copy.deepcopy(data_state), oldest, timing,
+                    index, sampled, copy.deepcopy(data_state), target, timing,
                     group_wait_s(sampled.trajs, timing.get("timing_s/gen", 0.0)),
                     time.perf_counter(),
                 )  # fmt: skip

@@ -119,7 +119,8 @@ async def tool_agent(ctx: AgentContext, example: dict, group: int, sample: int) 
             )
             st.stats["gen_s"] += time.perf_counter() - t_gen
             st.kv, st.cached = c.kv, c.cached_length
-            st.append(list(c.token_ids), 1, c.logprobs, c.token_versions)
+            versions = c.token_versions or [c.policy_version] * len(c.token_ids)
+            st.append(list(c.token_ids), 1, c.logprobs, versions)
             st.versions.append(c.policy_version)
             st.turn_ends.append(len(st.response) - 1)
             text = tok.decode(c.token_ids, skip_special_tokens=True)

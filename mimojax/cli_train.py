@@ -84,8 +84,10 @@ def fixed_mmap_threshold(nbytes: int = 128 << 10) -> None:
     stay mmap'd and go back to the OS when freed. Left dynamic, glibc raises it (up to 32 MB)
     after the first such free; per-layer weights and activations then come from the heap, which
     keeps freed pages: the demo's RSS sat ~1.3 GB above its live arrays before the update's own
-    temporaries came on top (8.7 GB peak). No-op off glibc or when the variable is set."""
-    if "MALLOC_MMAP_THRESHOLD_" in os.environ or not sys.platform.startswith("linux"):
+    temporaries came on top (8.7 GB peak). No-op off glibc or when the variable is set;
+    MIMOJAX_MMAP_THRESHOLD=N pins N bytes instead, 0 leaves glibc's dynamic threshold."""
+    nbytes = int(os.environ.get("MIMOJAX_MMAP_THRESHOLD", nbytes))
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or not sys.platform.startswith("linux") or not nbytes:
         return
     try:
         import ctypes

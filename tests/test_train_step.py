@@ -121,7 +121,7 @@ def test_actor_micro_batches_sum_to_the_full_update(agg_mode):
     hp = ActorHParams(agg_mode=agg_mode, use_kl_loss=True, kl_coef=0.1, entropy_coeff=0.01)
     opt = optax.adamw(1e-3, eps=ADAM_EPS)
     update = make_actor_update(graphdef=graphdef, hp=hp, optimizer=opt)
-    out = _run_all(update, params, opt, _batch())
+    out = _run_all(update, params, opt, _batch())  # two token-budget shapes: two compiles
     _check_equal(out, "actor/loss")
     assert float(out["whole"][2]["train/skipped_updates"]) == 0.0
 
@@ -134,7 +134,7 @@ def test_critic_micro_batches_sum_to_the_full_update(agg_mode):
     update = make_critic_update(
         graphdef=graphdef, clip_range_value=0.5, agg_mode=agg_mode, optimizer=opt
     )
-    out = _run_all(update, params, opt, _batch(1))
+    out = _run_all(update, params, opt, _batch(3))  # two token-budget shapes: two compiles
     _check_equal(out, "critic/vf_loss")
 
 

@@ -26,6 +26,9 @@ Grader effort (`PxNxE`): E = hidden tests run per training trajectory, for world
 carry `extra.hidden_tests` (the code world): the arm trains on copies of the train files with
 each row's tests cut to its first E (held-out evaluation keeps them all). The math world's
 grader is one sympy comparison per sample with nothing to turn, so its arms are `PxN`.
+An E at or above a row's test count grades it on all its tests. The table reports what each
+arm's grader did, measured: hidden tests per sample and grader CPU-seconds per sample. The tests
+run only on samples with code to test (a random-weight model writes none: 0 grader CPU-s).
 
 Writes OUT/sweep.json (the notebook `notebooks/compute_allocation.ipynb` reads it), OUT/sweep.md
 (the table) and OUT/sweep.png (held-out vs device-seconds per arm). `--summarize-only` re-reads
@@ -266,6 +269,24 @@ def summarize_arm(workdir: str, baseline: float | None = None) -> dict:
         "reward_mean": (
             sum(r.get("critic/score/mean", 0.0) for r in steps) / len(steps) if steps else None
         ),
+        **grader_work(steps),
+    }
+
+
+def grader_work(steps: list[dict]) -> dict:
+    """The training grader's measured work per graded sample, averaged over steps (an arm's
+    steps all grade P x N samples): CPU-seconds (the grader's process and the sandboxes it
+    waited for; `reward/grader_cpu_s/mean`) and, in the code world, the hidden tests a sample
+    is graded on (`reward/tests_total/mean`; they run only for samples with code to test,
+    `reward/format/mean`). None where the steps do not log it."""
+
+    def mean(key):
+        vals = [r[key] for r in steps if key in r]
+        return sum(vals) / len(vals) if vals else None
+
+    return {
+        "grader_cpu_s_per_sample": mean("reward/grader_cpu_s/mean"),
+        "tests_per_sample": mean("reward/tests_total/mean"),
     }
 
 
@@ -330,18 +351,22 @@ def table(arms: list[dict], meta: dict) -> str:
     unit = "CPU-s" if meta["clock"] == "cpu" else "device-s"
     target, rate = meta["target"], meta["usd_per_hour"]
     lines = [
-        f"| arm (prompts × n) | samples/step | grader effort | steps | {unit} spent (budget) | "
+        f"| arm (prompts × n) | samples/step | grader effort | grader CPU-s/sample | steps | "
+        f"{unit} spent (budget) | "
         f"train wall s | held-out before → after | gain (pts) | pts per {unit[:-2]}-min | "
         f"{unit} to {target:.2f} | $ to {target:.2f} |",
-        "|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|",
+        "|---|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for a in arms:
         hit = a["to_target"]
         effort = "full" if a["effort"] is None else f"{a['effort']} tests"
+        if a.get("tests_per_sample") is not None:  # measured: the rows' own counts, capped
+            effort += f" ({a['tests_per_sample']:.1f}/sample)"
         gain = None if a["gain"] is None else 100 * a["gain"]
         per_min = None if a["gain_per_device_min"] is None else 100 * a["gain_per_device_min"]
         lines.append(
-            f"| {a['prompts']} × {a['n']} | {a['prompts'] * a['n']} | {effort} | {a['steps']} | "
+            f"| {a['prompts']} × {a['n']} | {a['prompts'] * a['n']} | {effort} | "
+            f"{_f(a.get('grader_cpu_s_per_sample'), '.3f')} | {a['steps']} | "
             f"{a['device_s']:.0f} ({_f(a['budget_s'], '.0f')}) | {a['wall_s']:.0f} | "
             f"{_f(a['before'], '.2f')} → {_f(a['after'], '.2f')} | {_f(gain, '+.0f')} | "
             f"{_f(per_min, '+.1f')} | "
@@ -366,7 +391,8 @@ def plot(arms: list[dict], meta: dict, path: str) -> None:
     for a in arms:
         xs = [e[0] for e in a["evals"]]
         ys = [e[3] for e in a["evals"]]
-        ax.plot(xs, ys, marker="o", label=f"{a['prompts']} prompts × {a['n']}")
+        effort = "" if a.get("effort") is None else f", {a['effort']} tests"
+        ax.plot(xs, ys, marker="o", label=f"{a['prompts']} prompts × {a['n']}{effort}")
     ax.axhline(meta["target"], ls="--", c="gray", lw=1, label=f"target {meta['target']:.2f}")
     unit = "CPU-seconds" if meta["clock"] == "cpu" else "device-seconds"
     ax.set_xlabel(f"{unit} spent in training steps")

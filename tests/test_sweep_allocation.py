@@ -161,3 +161,67 @@ def test_notebook_executes_on_the_committed_sweep(monkeypatch):
     assert table.startswith("| arm (prompts × n) |")
     sweep = json.loads(open(os.environ["ALLOCATION_SWEEP"], encoding="utf-8").read())
     assert table.count("\n| ") == len(sweep["arms"])  # one row per arm
+
+
+def test_grader_effort_arms_cut_the_graders_work(tmp_path, monkeypatch):
+    """Two real tiny code-world arms that differ only in E (`2x4x1` vs `2x4`: 1 hidden test
+    per trajectory vs all): the capped arm's grader runs 1 test per sample in the sandbox and
+    spends less grader CPU per sample; held-out evaluation grades every test in both."""
+    from mimojax import rewards, sandbox
+    from mimojax.envs.code import grader
+    from mimojax.envs.code.tasks_data import TASKS, TEST_IDS
+
+    if not sandbox.available():
+        pytest.skip("bubblewrap (bwrap) is missing or cannot create namespaces here; the code "
+                    "world grades only inside it")  # fmt: skip
+    tasks = {t.task_id: t for t in TASKS}
+    # A random model writes no code, so no test would run: each response is graded as the
+    # task's reference solution instead (the rows' tests, as the arm capped them, unchanged).
+    # reward.num_workers=0 grades in this process, where the patch applies.
+    calls, real_get = [], rewards.get_reward_fn
+
+    def get_reward_fn(env):
+        if env != "code":
+            return real_get(env)
+
+        def grade(response, ground_truth, extra=None):
+            calls.append((ground_truth, len(extra["hidden_tests"])))
+            solution = f"```python\n{tasks[ground_truth].reference}```"
+            return grader.grade(solution, ground_truth, extra)
+
+        return grade
+
+    monkeypatch.setattr(rewards, "get_reward_fn", get_reward_fn)
+    args = sa.parse_args([
+        "--config", "configs/grpo_code_smollm2.py:model=tiny-random-llama,runlocal",
+        "--arms", "2x4x1", "2x4", "--budget-s", "0.5", "--eval-fractions", "--out", str(tmp_path),
+        "--override", "reward.num_workers=0", "--override", "eval.max_examples=1",
+        "--override", "rollout.agent.max_turns=1", "--override", "trainer.micro_batch_size=8",
+        "--override", "rollout.max_new_tokens=8", "--override", "model.remat=none",
+        "--override", "rollout.agent.max_response_tokens=8",
+    ])  # fmt: skip
+    arms, graded = {}, {}
+    for label in args.arms:
+        spec = sa.prepare_arm(sa.parse_arm(label), args, first=False)  # held-out at the end only
+        start = len(calls)
+        assert sa.run_arm(spec, progress=False)["steps"] == 1
+        graded[label] = calls[start:]
+        arms[label] = {**spec["arm"], "workdir": spec["workdir"]}
+    capped, full = sa.summarize(arms, target=2.0, usd_per_hour=0.0)
+
+    def split(label):
+        train = [c for c in graded[label] if c[0] not in TEST_IDS]
+        held_out = [c for c in graded[label] if c[0] in TEST_IDS]
+        assert len(train) == 8 and held_out  # 2 prompts x 4 rollouts; the evaluation at the end
+        assert all(n == len(tasks[t].hidden) for t, n in held_out)  # every test, both arms
+        return train
+
+    train_capped, train_full = split("2x4x1"), split("2x4")
+    assert sorted(t for t, _ in train_capped) == sorted(t for t, _ in train_full)  # same prompts
+    assert all(n == 1 for _, n in train_capped)
+    assert all(n == len(tasks[t].hidden) > 1 for t, n in train_full)
+    assert capped["tests_per_sample"] == 1.0
+    assert full["tests_per_sample"] == sum(n for _, n in train_full) / 8
+    assert 0 < capped["grader_cpu_s_per_sample"] < full["grader_cpu_s_per_sample"]
+    md = sa.table([capped, full], {"clock": "cpu", "target": 2.0, "usd_per_hour": 0.0})
+    assert "| 1 tests (1.0/sample) |" in md.splitlines()[2]

@@ -128,20 +128,7 @@ async def single_turn(ctx: AgentContext, example: dict, group: int, sample: int)
     c = await ctx.client.generate(
         (ctx.request_id(group), sample), prompt, ctx.sampling, keys=[ctx.key(group, sample)]
     )
-    return Trajectory(
-        prompt_ids=prompt[len(prompt) - c.prompt_length :],
-        response_ids=list(c.token_ids),
-        rollout_logprobs=list(c.logprobs),
-        response_mask=[1] * len(c.token_ids),
-        policy_version=min(c.token_versions, default=c.policy_version),
-        finish_reason=c.finish_reason,
-        group=group,
-        sample=sample,
-        example=example,
-        response_text=ctx.tokenizer.decode(c.token_ids, skip_special_tokens=True),
-        stats={"wall_s": float(c.latency_s)},  # submit -> finished, as the batched path
-        token_versions=list(c.token_versions),
-    )
+    return Trajectory.from_completion(c, example, group, sample, ctx.tokenizer)
 
 
 def agent_loop_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:

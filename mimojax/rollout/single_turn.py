@@ -33,22 +33,6 @@ def rollout_single_turn(
     trajs = []
     for g, (ex, completions) in enumerate(zip(examples, outs)):
         for j, c in enumerate(completions):
-            trajs.append(
-                Trajectory(
-                    prompt_ids=list(ex["prompt_ids"])[len(ex["prompt_ids"]) - c.prompt_length :],
-                    response_ids=list(c.token_ids),
-                    rollout_logprobs=list(c.logprobs),
-                    response_mask=[1] * len(c.token_ids),
-                    policy_version=min(c.token_versions, default=c.policy_version),
-                    finish_reason=c.finish_reason,
-                    group=g,
-                    sample=j,
-                    example=ex,
-                    response_text=tokenizer.decode(c.token_ids, skip_special_tokens=True),
-                    # all requests are submitted at once: submit -> finished is when it was done
-                    # (queue/group_wait_s: how long a group waits for its slowest member)
-                    stats={"wall_s": float(c.latency_s)},
-                    token_versions=list(c.token_versions),
-                )
-            )
+            # all requests are submitted at once: submit -> finished is when it was done
+            trajs.append(Trajectory.from_completion(c, ex, g, j, tokenizer))
     return trajs

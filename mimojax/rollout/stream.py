@@ -39,7 +39,7 @@ from typing import Any
 
 from mimojax.engine.sampling import sample_key
 from mimojax.engine.scheduler import Scheduler
-from mimojax.rollout.async_buffer import Produced
+from mimojax.rollout.async_buffer import AsyncRollouts, Produced
 from mimojax.rollout.dynamic_sampling import SampledStep
 from mimojax.rollout.trajectory import Trajectory
 
@@ -206,7 +206,7 @@ class StreamRollouts:
         trajs = []
         for (index, g, s), req, ex in finished:
             del live[(index, g, s)]
-            trajs.append(_trajectory(req.outputs[0], ex, g, s, self._tok))
+            trajs.append(Trajectory.from_completion(req.outputs[0], ex, g, s, self._tok))
             trajs[-1].stats["source"] = (index, g, s)  # data batch, group, sample
         t0 = time.perf_counter()
         results = self._score(trajs)
@@ -310,13 +310,7 @@ class StreamRollouts:
             done=done,
         )
 
-    def updated(self, version: int, params_copy: Callable[[], Any]) -> bool:
-        """As AsyncRollouts.updated: every `sync_every`-th version is published."""
-        self.trainer_version = version
-        if version % self.sync_every:
-            return False
-        self.publish(params_copy(), version)
-        return True
+    updated = AsyncRollouts.updated  # every `sync_every`-th version is published
 
     def publish(self, params, version: int) -> None:
         """New trainer weights (a copy the trainer will not donate) as `version`."""
@@ -337,24 +331,6 @@ class StreamRollouts:
             self._buffer.clear()
             self._cond.notify_all()
         self._thread.join(timeout_s)
-
-
-def _trajectory(c, ex: dict, group: int, sample: int, tokenizer) -> Trajectory:
-    prompt = list(ex["prompt_ids"])
-    return Trajectory(
-        prompt_ids=prompt[len(prompt) - c.prompt_length :],
-        response_ids=list(c.token_ids),
-        rollout_logprobs=list(c.logprobs),
-        response_mask=[1] * len(c.token_ids),
-        policy_version=min(c.token_versions, default=c.policy_version),
-        finish_reason=c.finish_reason,
-        group=group,
-        sample=sample,
-        example=ex,
-        response_text=tokenizer.decode(c.token_ids, skip_special_tokens=True),
-        stats={"wall_s": float(c.latency_s)},
-        token_versions=list(c.token_versions),
-    )
 
 
 def stream_rollouts(

@@ -35,6 +35,27 @@ class Trajectory:
     # token's. Empty: every token is `policy_version`'s.
     token_versions: list[int] = dataclasses.field(default_factory=list)
 
+    @classmethod
+    def from_completion(cls, c, example: dict, group: int, sample: int, tokenizer) -> Trajectory:
+        """A single-turn trajectory from an engine Completion `c` of `example["prompt_ids"]`.
+        `stats["wall_s"]` is submit -> finished (queue/group_wait_s: how long a group waits
+        for its slowest member)."""
+        prompt = list(example["prompt_ids"])
+        return cls(
+            prompt_ids=prompt[len(prompt) - c.prompt_length :],
+            response_ids=list(c.token_ids),
+            rollout_logprobs=list(c.logprobs),
+            response_mask=[1] * len(c.token_ids),
+            policy_version=min(c.token_versions, default=c.policy_version),
+            finish_reason=c.finish_reason,
+            group=group,
+            sample=sample,
+            example=example,
+            response_text=tokenizer.decode(c.token_ids, skip_special_tokens=True),
+            stats={"wall_s": float(c.latency_s)},
+            token_versions=list(c.token_versions),
+        )
+
     def versions(self) -> list[int]:
         """Per response token, the weights version that sampled it (or preceded it)."""
         if len(self.token_versions) == len(self.response_ids):

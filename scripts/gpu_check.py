@@ -357,7 +357,8 @@ def engine_vs_hf(workdir: str, shape: str, batches: list[int], new_tokens: int, 
     print(f"\n{shape} bf16, {new_tokens} new tokens, greedy, eos off, prompts 32-64 tokens\n")
     print(markdown(header, rows))
     del hf
-    torch.cuda.empty_cache() if dev == "cuda" else None
+    if dev == "cuda":
+        torch.cuda.empty_cache()
     return out
 
 
@@ -367,8 +368,6 @@ def train_mfu(workdir: str, shape: str, impls, micro: int, prompt: int, response
 
     from mimojax.train_step import ActorHParams, Counts, actor_grads
 
-    fields = dict(SHAPES[shape])
-    fields.pop("model_type")
     rows, out = [], {"shape": shape, "micro": micro, "prompt": prompt, "response": response}
     _, model, torch, _ = make_pair(shape, "float32", workdir)
     t = prompt + response

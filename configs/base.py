@@ -94,6 +94,7 @@ def get_config(arg=None):
     r.stop_token_ids = ()  # extra ids that end a response, besides the tokenizer's EOS ids
     r.prompt_overflow = "error"  # prompt > data.max_prompt_length: "error" | "truncate_left"
     r.seed = 0  # sampling seed; each prompt and sample derives its own key from it
+    r.pipeline_decode = True  # engine dispatches decode step t+1 before reading step t's tokens
     # Agent loops: rows pick theirs with an "agent" field; the limits end a trajectory with
     # their own finish reason (agent_loop/finish/*). max_new_tokens above bounds each turn.
     r.agent = ag = ConfigDict()

@@ -129,6 +129,7 @@ def engine_from_config(cfg: ConfigDict, model, tokenizer, mesh: Mesh | None = No
             max_prefill_length=prefill,
             max_cache_length=prefill + response_len(cfg),
             mesh=mesh,
+            pipeline_decode=bool(cfg.rollout.pipeline_decode),
         )
     except EngineError as e:
         raise ConfigError(

@@ -24,7 +24,11 @@ and it reports
                 against a floor from this machine's measured GEMM rate (in --dtype) and copy
                 bandwidth: max(FLOPs of one step / GEMM rate, bytes read / bandwidth), counting
                 the weights and the KV of the valid context (the engine attends over the
-                smallest compiled cache width that holds the longest live row).
+                smallest compiled cache width that holds the longest live row). Pipelined
+                (the default; --no-pipeline to compare), step t+1 is dispatched before step
+                t's tokens are read, and a step counts the host's time dispatching it and
+                waiting for its tokens; "step wall" (generate wall - prefills, per step)
+                compares the two modes fairly.
 
 Both sides are warmed up (compiled) before timing; mimojax's compile + warm-up time is printed
 apart. Before the table, the first 16 greedy tokens of batch 1 are compared between the two.
@@ -34,6 +38,8 @@ decode step within 2x of the floor. Printed as PASS/MISS; nothing is enforced.
     python scripts/bench_generate.py                  # batches 1,8,32,64, 64 new tokens: 3-5 min
     python scripts/bench_generate.py --quick          # batches 1,8, 16 new tokens: 1-1.5 min
     python scripts/bench_generate.py --batches 32 --skip-hf --json /tmp/gen.json
+    python scripts/bench_generate.py --batches 1,32 --skip-hf --no-pipeline   # step t's tokens
+                                                   # read before step t+1 is dispatched
 """
 
 from __future__ import annotations
@@ -89,6 +95,11 @@ def parse_args(argv=None):
         default=0,
         help="torch intra-op threads; 0: per batch, the faster of 1 and all CPUs",
     )
+    p.add_argument(
+        "--no-pipeline",
+        action="store_true",
+        help="read each decode step's tokens before dispatching the next (default: pipelined)",
+    )
     p.add_argument("--json", metavar="PATH", help="also write the results here")
     args = p.parse_args(argv)
     if args.quick:
@@ -102,7 +113,7 @@ def parse_args(argv=None):
 
 
 # ------------------------------------------------------------------ mimojax
-def bench_mimojax(model, tok, prompts, new_tokens: int, repeats: int) -> dict:
+def bench_mimojax(model, tok, prompts, new_tokens: int, repeats: int, pipeline=True) -> dict:
     """Engine with len(prompts) slots: compile/warm-up, single-request TTFT, timed generate."""
     b = len(prompts)
     engine = JaxEngine(
@@ -111,6 +122,7 @@ def bench_mimojax(model, tok, prompts, new_tokens: int, repeats: int) -> dict:
         max_concurrent_decodes=b,
         max_prefill_length=MAX_PREFILL,
         max_cache_length=MAX_PREFILL + new_tokens,
+        pipeline_decode=pipeline,
     )
     greedy = lambda n: SamplingParams(temperature=0.0, max_new_tokens=n, ignore_eos=True)
     ttft_prompts = prompts[:TTFT_PROMPTS]
@@ -279,6 +291,7 @@ def main(argv=None) -> int:
     print(
         f"model    {MODEL} ({args.dtype})  params={n_params / 1e6:.1f}M  "
         f"batches={args.batch_list}  new_tokens={args.new_tokens}  repeats={args.repeats}  "
+        f"decode {'unpipelined' if args.no_pipeline else 'pipelined'}  "
         f"prompt tokens {min(lens)}-{max(lens)} (mean {np.mean(lens):.0f})"
     )
     rates = machine_rates(args.dtype)
@@ -292,7 +305,11 @@ def main(argv=None) -> int:
     results = {}
     for b in args.batch_list:
         batch = prompts[:b]
-        r = {"mimojax": bench_mimojax(model, tok, batch, args.new_tokens, args.repeats)}
+        r = {
+            "mimojax": bench_mimojax(
+                model, tok, batch, args.new_tokens, args.repeats, not args.no_pipeline
+            )
+        }
         if hf is not None:
             pad = tok.pad_token_id if tok.pad_token_id is not None else cfg.eos_token_id
             r["hf"] = bench_hf(

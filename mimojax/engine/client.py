@@ -25,9 +25,11 @@ def _stable_int(request_id) -> int:
 class AsyncEngineClient:
     """`await client.generate(request_id, prompt_ids, sampling)` -> Completion."""
 
-    def __init__(self, engine: JaxEngine, prompt_overflow: str = "error"):
+    def __init__(
+        self, engine: JaxEngine, prompt_overflow: str = "error", pipeline: bool | None = None
+    ):
         self.engine = engine
-        self.scheduler = Scheduler(engine, prompt_overflow)
+        self.scheduler = Scheduler(engine, prompt_overflow, pipeline)
         self._task: asyncio.Task | None = None
         self._wake: asyncio.Event | None = None
         self._futures: dict[object, asyncio.Future] = {}

@@ -107,14 +107,15 @@ def _insert(prefix: Prefix, state: DecodeState, slot, sample) -> DecodeState:
     )
 
 
-def _extract(state: DecodeState, slot, width: int) -> Prefix:
-    """Slot `slot`'s first `width` cache positions as a Prefix (the next turn's existing_prefix)."""
+def _extract(state: DecodeState, slot, true_length, width: int) -> Prefix:
+    """Slot `slot`'s first `width` cache positions as a Prefix (the next turn's existing_prefix),
+    holding `true_length` tokens (< 0: the slot's cached length)."""
     take = lambda buf: jax.lax.dynamic_slice_in_dim(buf[slot], 0, width, axis=1)
     zero = jnp.zeros((1,), jnp.int32)
     return Prefix(
         tuple(map(take, state.cache.k_L)),
         tuple(map(take, state.cache.v_L)),
-        state.cache.lengths_B[slot],
+        jnp.where(true_length < 0, state.cache.lengths_B[slot], true_length),
         zero,
         zero.astype(jnp.float32),
         jnp.zeros((1, 2), jnp.uint32),
@@ -180,6 +181,7 @@ class JaxEngine(BatchPrefillMixin):
         min_prefill_bucket: int = 16,
         decode_length_buckets: Sequence[int] | None = None,
         max_prefill_batch_tokens: int = 8192,
+        pipeline_decode: bool = True,
     ):
         problems = []
         if max_concurrent_decodes < 1:
@@ -218,6 +220,9 @@ class JaxEngine(BatchPrefillMixin):
             mesh = first.mesh if isinstance(first, jax.sharding.NamedSharding) else None
         self._mesh = mesh
         self.policy_version = 0
+        # Schedulers over this engine dispatch decode step t+1 before reading step t's tokens
+        # (decode_pipeline.py); a Scheduler's own `pipeline` argument overrides it.
+        self.pipeline_decode = bool(pipeline_decode)
         if tokenizer is not None:
             eos = stop_token_ids(tokenizer)
         else:
@@ -495,16 +500,21 @@ class JaxEngine(BatchPrefillMixin):
         p = bucket_length(new_length, self._max_prefill, self._min_bucket)
         return prior_length + p <= self._max_cache and prior_length + new_length < self._max_cache
 
-    def extract_prefix(self, decode_state: DecodeState, slot: int, length: int) -> Prefix:
+    def extract_prefix(
+        self, decode_state: DecodeState, slot: int, length: int, true_length: int | None = None
+    ) -> Prefix:
         """The KV of slot `slot` (its first `length` cached tokens) as a Prefix to continue from.
 
         Multi-turn agents pass it back as `existing_prefix`, so a later turn prefills only its
         new tokens. The width is `length` rounded up to a multiple of 64 (bounded compiles).
-        Call it right after the slot's sample finishes, before the slot is reused.
+        Call it right after the slot's sample finishes, before the slot is reused. The Prefix
+        holds `true_length` tokens (default: the slot's cached length; a pipelined scheduler
+        passes it, because the step it dispatched ahead already fed the slot one more token).
         """
         self._check_slot(slot)
         width = min(self._max_cache, max(64, -(-int(length) // 64) * 64))
-        return self._extract_jit(decode_state, jnp.int32(slot), width=width)
+        n = jnp.int32(-1 if true_length is None else true_length)
+        return self._extract_jit(decode_state, jnp.int32(slot), n, width=width)
 
     def compile_counts(self) -> dict[str, int]:
         """How many times each jitted entry point has compiled (one per shape)."""

@@ -22,6 +22,7 @@ def generate(
     prompt_overflow: str = "error",
     progress: bool = False,
     stats: dict | None = None,
+    pipeline: bool | None = None,
 ) -> list[list[Completion]]:
     """out[i][j]: sample j of prompt i (token ids, processed log-probs, finish reason, version).
 
@@ -29,6 +30,7 @@ def generate(
     defaulting to the prompt index: a request's tokens do not depend on what else is in the
     batch, so any subset reproduces when given the same ids. `stats`, if given, receives the
     scheduler's counters (prefill/decode seconds, tokens, finish reasons, truncations).
+    `pipeline` overrides the engine's `pipeline_decode` (Scheduler); the outputs are the same.
     """
     sampling = sampling if sampling is not None else SamplingParams()
     per_prompt = [sampling] * len(prompts) if isinstance(sampling, SamplingParams) else sampling
@@ -37,7 +39,7 @@ def generate(
     ids = list(range(len(prompts))) if request_ids is None else [int(r) for r in request_ids]
     if len(ids) != len(prompts):
         raise EngineError(f"generate: {len(ids)} request_ids for {len(prompts)} prompts")
-    sched = Scheduler(engine, prompt_overflow)
+    sched = Scheduler(engine, prompt_overflow, pipeline)
     requests = [
         sched.submit(i, prompt, sp, n, [sample_key(sp.seed, rid, j) for j in range(n)])
         for i, (prompt, sp, rid) in enumerate(zip(prompts, per_prompt, ids))

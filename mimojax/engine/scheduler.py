@@ -11,6 +11,10 @@ Partial rollouts: `between_steps(fn)` makes every scheduler step run `fn()` firs
 context that set it (asyncio tasks and `to_thread` copy it). The async producer swaps in newly
 published weights there, so in-flight samples continue under them; each token records the
 weights version that sampled it (`Completion.token_versions`).
+
+Pipelined decoding (default: the engine's `pipeline_decode`): each step dispatches the next
+decode step before reading the previous one's tokens, so the host's bookkeeping overlaps the
+device; same tokens, log-probs, versions and KV (decode_pipeline.py says what holds and why).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from mimojax.engine.decode_pipeline import DecodeSteps
 from mimojax.engine.engine import EngineError, JaxEngine
 from mimojax.engine.sampling import SamplingParams, sample_key
 
@@ -100,10 +105,16 @@ class _Live:
     versions: list[int] = dataclasses.field(default_factory=list)  # per token
 
 
-class Scheduler:
-    """Slot bookkeeping and stopping rules around an engine's prefill/insert/generate."""
+class Scheduler(DecodeSteps):
+    """Slot bookkeeping and stopping rules around an engine's prefill/insert/generate.
 
-    def __init__(self, engine: JaxEngine, prompt_overflow: str = "error"):
+    `pipeline` (None: `engine.pipeline_decode`) dispatches decode step t+1 before reading
+    step t's tokens; False reads each step's tokens before the next is dispatched.
+    """
+
+    def __init__(
+        self, engine: JaxEngine, prompt_overflow: str = "error", pipeline: bool | None = None
+    ):
         if prompt_overflow not in PROMPT_OVERFLOW:
             raise EngineError(f"prompt_overflow={prompt_overflow!r}; choose from {PROMPT_OVERFLOW}")
         self.engine = engine
@@ -113,6 +124,8 @@ class Scheduler:
         self._by_id: dict[object, _Request] = {}
         self._live: dict[int, _Live] = {}
         self._state = engine.init_decode_state()
+        self.pipeline = getattr(engine, "pipeline_decode", True) if pipeline is None else pipeline
+        self._inflight = None  # the decode step dispatched and not read yet (pipelined)
         self._unfinished = 0
         self.stats = collections.Counter()
 
@@ -194,6 +207,8 @@ class Scheduler:
         self._fill_slots(done)
         if self._live:
             self._decode(done)
+        else:
+            self._inflight = None
         return done
 
     def _drain_inbox(self, done):
@@ -208,6 +223,7 @@ class Scheduler:
             req = self._by_id.get(item)
             if req is None or req.aborted:
                 continue
+            self._flush(done)  # its tokens in flight first: it ends where it would unpipelined
             req.aborted = True
             for slot, live in list(self._live.items()):
                 if live.request is req:
@@ -335,40 +351,6 @@ class Scheduler:
         self.stats["prefills"] += 1
         self.stats["prompt_tokens"] += len(req.prompt_ids)
 
-    def _decode(self, done):
-        t0 = time.perf_counter()
-        # Cached tokens of each live slot before this step (its last token is not in yet):
-        # attention needs no cache position beyond the longest.
-        longest = max(
-            live.request.prior_length + len(live.request.prompt_ids) + len(live.tokens) - 1
-            for live in self._live.values()
-        )
-        version = self.engine.policy_version  # of the weights this step decodes with
-        self._state, result = self.engine.generate(
-            self.engine.load_params(), self._state, max_length=longest
-        )
-        result = result.convert_to_numpy()
-        self.stats["decode_s"] += time.perf_counter() - t0
-        self.stats["decode_steps"] += 1
-        self.stats["slot_steps_used"] += len(self._live)
-        for slot, live in list(self._live.items()):
-            row = result.get_result_at_slot(slot)
-            if not row.valid[0, 0]:
-                del self._live[slot]
-                self._finish(live, "length", done)
-                continue
-            live.tokens.append(int(row.tokens[0, 0]))
-            live.logprobs.append(float(row.log_prob[0, 0]))
-            live.versions.append(version)
-            reason = self._stop_reason(live)
-            if reason:
-                del self._live[slot]
-                kv = None
-                if live.request.retain_kv:  # before the slot is reused by the next insert
-                    length = live.request.prior_length + len(live.request.prompt_ids)
-                    kv = self.engine.extract_prefix(self._state, slot, length + len(live.tokens))
-                self._finish(live, reason, done, kv=kv)
-
     def _stop_reason(self, live: _Live) -> str | None:
         req, tokens = live.request, live.tokens
         if tokens[-1] in req.stop_ids:
@@ -383,7 +365,8 @@ class Scheduler:
             return "length"
         return None
 
-    def _finish(self, live: _Live, reason: str, done: list, kv=None):
+    def _finish(self, live: _Live, reason: str, done: list, kv=None, version=None):
+        """Records a sample's Completion; `version`: of the decode step that ended it."""
         req = live.request
         now = time.perf_counter()
         # The cache holds the prompt and every sampled token but the last (never fed back).
@@ -393,7 +376,7 @@ class Scheduler:
             logprobs=live.logprobs,
             finish_reason=reason,
             policy_version=live.version,
-            policy_version_last=self.engine.policy_version,
+            policy_version_last=self.engine.policy_version if version is None else version,
             prompt_length=len(req.prompt_ids),
             prompt_truncated=req.truncated,
             queue_s=(req.t_prefill or now) - req.submitted,

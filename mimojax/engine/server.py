@@ -43,8 +43,8 @@ from mimojax.models.tokenizer import encode_chat
 class StreamingScheduler(Scheduler):
     """A Scheduler that, after each step, hands watched requests their samples so far."""
 
-    def __init__(self, engine: JaxEngine, prompt_overflow: str = "error"):
-        super().__init__(engine, prompt_overflow)
+    def __init__(self, engine: JaxEngine, prompt_overflow: str = "error", pipeline=None):
+        super().__init__(engine, prompt_overflow, pipeline)
         self.watchers: dict = {}  # request_id -> fn(snapshot); set before submit
         self._watched: dict = {}
 

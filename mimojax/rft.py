@@ -126,6 +126,7 @@ def sample_rft_rows(cfg: ConfigDict, settings: dict, *, log=print) -> tuple[list
             )
     stats["prompts"] = len(examples)
     stats["rows"] = len(rows)
+    stats["sample_s"] = round(time.perf_counter() - t0, 1)  # sampling + grading wall time
     return rows, stats
 
 
@@ -145,6 +146,12 @@ def write_rows(rows: list[dict], path: str) -> None:
         f.writelines(json.dumps(r) + "\n" for r in rows)
 
 
+def _write_stats(workdir: str, stats: dict, settings: dict) -> None:
+    """WORKDIR/rft_stats.json: the sampling counts, the phase wall times (s) and the knobs."""
+    with open(os.path.join(workdir, "rft_stats.json"), "w") as f:
+        json.dump({**stats, "settings": settings}, f, indent=1)
+
+
 def run_rft(cfg: ConfigDict, workdir: str, *, progress: bool = True, log=print) -> dict:
     """Sample, keep graded-correct, write WORKDIR/rft_data.jsonl, fine-tune, write WORKDIR/hf."""
     settings = rft_settings(cfg)
@@ -153,11 +160,11 @@ def run_rft(cfg: ConfigDict, workdir: str, *, progress: bool = True, log=print) 
         f"rft: sampling {cfg.model.name_or_path} x{settings['n']} on "
         f"{settings['num_prompts'] or 'all'} prompts of {list(cfg.data.train_files)}"
     )
+    t0 = time.perf_counter()
     rows, stats = sample_rft_rows(cfg, settings, log=log)
     data_file = os.path.join(workdir, "rft_data.jsonl")
     write_rows(rows, data_file)
-    with open(os.path.join(workdir, "rft_stats.json"), "w") as f:
-        json.dump({**stats, "settings": settings}, f, indent=1)
+    _write_stats(workdir, stats, settings)
     log(f"rft: wrote {len(rows)} rows to {data_file}")
     if not rows:
         raise DataError(
@@ -166,5 +173,13 @@ def run_rft(cfg: ConfigDict, workdir: str, *, progress: bool = True, log=print) 
             "from the base model"
         )
     log(f"rft: fine-tuning {settings['steps']} steps of {settings['batch_size']} chats")
+    t1 = time.perf_counter()
     metrics = run_sft(sft_config(cfg, data_file, settings), workdir, progress=progress)
+    stats["sft_s"] = round(time.perf_counter() - t1, 1)  # fine-tuning + writing WORKDIR/hf
+    stats["warmup_s"] = round(time.perf_counter() - t0, 1)  # the whole warm-up, model loads too
+    _write_stats(workdir, stats, settings)
+    log(
+        f"rft: warm-up {stats['warmup_s']:.0f} s (sampling {stats['sample_s']:.0f} s, "
+        f"fine-tuning {stats['sft_s']:.0f} s)"
+    )
     return {**metrics, **{f"rft/{k}": float(v) for k, v in stats.items()}}

@@ -81,6 +81,9 @@ def test_rft_keeps_only_graded_correct_and_trains_on_assistant_tokens(tmp_path):
     rows = [json.loads(line) for line in open(tmp_path / "run" / "rft_data.jsonl")]
     assert rows and metrics["rft/rows"] == len(rows) <= 4 * 4
     assert metrics["rft/samples"] == 4 * 6 and metrics["rft/correct"] >= len(rows)
+    stats = json.loads((tmp_path / "run" / "rft_stats.json").read_text())
+    assert 0 < stats["sample_s"] and 0 < stats["sft_s"] <= stats["warmup_s"]  # phase wall times
+    assert metrics["rft/warmup_s"] == stats["warmup_s"]
     _, tok = load_model("tiny-random-llama")
     for row in rows:
         answer = row["messages"][-1]

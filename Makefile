@@ -50,11 +50,8 @@ test-fast: setup
 # BENCH_MINUTES of training per side for the TRL comparison (its extra: trl, datasets, CPU torch).
 BENCH_MINUTES ?= 5
 bench: setup
-	$(BIN)/python scripts/bench_forward.py
-	$(BIN)/python scripts/bench_prefill.py
-	$(BIN)/python scripts/bench_generate.py
 	$(BIN)/pip install -q -e '.[bench]'
-	$(BIN)/python scripts/bench_vs_trl.py --minutes $(BENCH_MINUTES)
+	$(BIN)/python scripts/bench_report.py --minutes $(BENCH_MINUTES) --readme README.md
 
 lint: setup
 	$(BIN)/ruff check mimojax envs kernels configs tests scripts

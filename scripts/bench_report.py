@@ -27,6 +27,7 @@ def benches(minutes: float) -> dict[str, list[str]]:
     """name -> command; `{json}` is replaced by the output path."""
     return {
         "forward": [PY, "scripts/bench_forward.py", "--json", "{json}"],
+        "update": [PY, "scripts/bench_update.py", "--json", "{json}"],
         "prefill": [PY, "scripts/bench_prefill.py", "--json", "{json}"],
         "generate": [PY, "scripts/bench_generate.py", "--batches", "32", "64", "--json", "{json}"],
         "trl": [PY, "scripts/bench_vs_trl.py", "--minutes", str(minutes), "--out", "{dir}/trl"],
@@ -74,6 +75,20 @@ def rows_for(name: str, data: dict | None) -> list[dict]:
                     ratio=p.get("speedup"),
                 )
             )
+    elif name == "update":
+        out.append(
+            row(
+                name,
+                "actor update tok/s: response-only head vs old",
+                data.get("new_tok_s"),
+                data.get("old_tok_s"),
+                1.5,
+            )
+        )
+        g = data.get("grad_rel")
+        out.append(row(name, "update gradients, relative L2 new vs old (<= 1e-5)", g, None, None))
+        if g is not None:
+            out[-1]["met"] = g <= 1e-5
     elif name == "trl":
         out.append(
             row(

@@ -82,7 +82,7 @@ def main():
     grads = {}
     for name in micro:  # compile both first
         out = run(name)
-        grads[name] = out[0] if isinstance(out, tuple) else out
+        grads[name] = out[1]  # (loss, grads, metrics)
     ga, gb = (np.concatenate([np.ravel(x) for x in jax.tree.leaves(g)]) for g in grads.values())
     grad_rel = float(np.linalg.norm(ga - gb) / max(np.linalg.norm(ga), 1e-30))
     best = dict.fromkeys(micro, float("inf"))

@@ -36,9 +36,9 @@ Expected: seed 0 on a shared 2-core box (1-min load 1.5-7.5, median 4.0, `uptime
           A smaller warm-up, replayed from that run's rows (the first 64 prompts' 41 rows are
           what `--config.sft.rft.num_prompts=64` samples, 8.1 min of it; the fine-tuning alone
           timed, load 1.0-2.0): 30 steps at lr 2e-5 (4.8 min) -> held-out 0.13, +4 points for a
-          ~13 min warm-up. All 96 rows, 30 steps at lr 2e-5 (5.0 min, load 1.5-3.9): 0.15. So
-          60 steps at 1e-5 (this file's default) it stays; one seed, 100 problems (+-4 points
-          is noise). `mimojax sft --config configs/rft_grpo_arith_hard_smollm2.py
+          ~13 min warm-up. All 96 rows, 30 steps at lr 2e-5 (5.0 min, load 1.5-3.9): 0.15.
+          The default stays 60 steps at 1e-5; one seed, 100 problems (+-4 points is noise).
+          `mimojax sft --config configs/rft_grpo_arith_hard_smollm2.py
           --workdir W --config.data.train_files="('ROWS',)" --config.trainer.total_steps=30
           --config.optimizer.lr=2e-5 --config.data.batch_size=8`, then `mimojax eval --config
           configs/grpo_arith_hard_smollm2.py --workdir E --config.model.name_or_path=W/hf`.

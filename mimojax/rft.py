@@ -22,6 +22,7 @@ import time
 from ml_collections import ConfigDict
 
 from mimojax.data import DataError, chat_messages, prompt_dataset_from_config
+from mimojax.rft_checks import KEEP_RULES, keeps
 from mimojax.roles import _reward_pool, engine_from_config, load_actor_model, sampling_from_config
 from mimojax.roles_settings import agent_settings
 from mimojax.rollout.agent_loop import rollout
@@ -32,6 +33,8 @@ RFT_DEFAULTS = {
     "num_prompts": 256,  # training prompts sampled (from the top of data.train_files); 0 = all
     "temperature": -1.0,  # sampling temperature; < 0 = rollout.temperature
     "max_per_prompt": 4,  # distinct correct responses kept per prompt at most
+    "keep": "correct",  # which correct ones: "correct" (grader only) or "worked" (rft_checks)
+    "prefer_shortest": False,  # keep a prompt's shortest answers first (else sampling order)
     "prompts_per_batch": 32,  # prompts per engine call (progress is printed after each)
     "steps": 100,  # fine-tuning steps on the kept rows
     "batch_size": 8,  # chats per fine-tuning step
@@ -54,32 +57,50 @@ def rft_settings(cfg: ConfigDict) -> dict:
             raise DataError(f"sft.rft.{key} must be >= 1, got {out[key]}")
     if out["num_prompts"] < 0:
         raise DataError(f"sft.rft.num_prompts must be >= 0, got {out['num_prompts']}")
+    if out["keep"] not in KEEP_RULES:
+        raise DataError(f"sft.rft.keep must be one of {KEEP_RULES}, got {out['keep']!r}")
     if out["lr"] <= 0:
         raise DataError(f"sft.rft.lr must be > 0, got {out['lr']}")
     return out
 
 
-def keep_correct(trajs, results, max_per_prompt: int, system_prompt: str | None = None):
-    """(chat rows, stats) from graded trajectories: valid, score >= 1, non-empty, distinct per
-    prompt, at most max_per_prompt per prompt; a row records its prompt's source and score."""
+_STAT_KEYS = ("samples", "correct", "unworked", "duplicates", "prompts_solved")
+
+
+def keep_correct(
+    trajs,
+    results,
+    max_per_prompt: int,
+    system_prompt: str | None = None,
+    *,
+    keep: str = "correct",
+    prefer_shortest: bool = False,
+):
+    """(chat rows, stats) from graded trajectories: valid, score >= 1, non-empty, passing the
+    `keep` rule (rft_checks), distinct per prompt, at most max_per_prompt per prompt (the
+    shortest first if prefer_shortest); a row records its prompt's source and score."""
     by_prompt: dict[int, list] = {}
     for t, r in zip(trajs, results, strict=True):
         by_prompt.setdefault(t.group, []).append((t, r))
-    rows, stats = [], {"samples": 0, "correct": 0, "duplicates": 0, "prompts_solved": 0}
+    rows, stats = [], dict.fromkeys(_STAT_KEYS, 0)
     for group in sorted(by_prompt):
-        seen: set[str] = set()
+        candidates: dict[str, tuple] = {}  # distinct text -> its first (trajectory, result)
         for t, r in by_prompt[group]:
             stats["samples"] += 1
             if not (r.valid and r.score >= 1.0):
                 continue
             stats["correct"] += 1
             text = t.response_text.strip()
-            if not text or text in seen:
+            if not text or text in candidates:
                 stats["duplicates"] += bool(text)
                 continue
-            if len(seen) >= max_per_prompt:
+            if not keeps(keep, text, t.example.get("ground_truth")):
+                stats["unworked"] += 1
                 continue
-            seen.add(text)
+            candidates[text] = (t, r)
+        texts = sorted(candidates, key=len) if prefer_shortest else list(candidates)
+        for text in texts[:max_per_prompt]:
+            t, r = candidates[text]
             rows.append(
                 {
                     "messages": chat_messages(t.example, system_prompt)
@@ -88,7 +109,7 @@ def keep_correct(trajs, results, max_per_prompt: int, system_prompt: str | None 
                     "ground_truth": t.example.get("ground_truth"),
                 }
             )
-        stats["prompts_solved"] += bool(seen)
+        stats["prompts_solved"] += bool(candidates)
     return rows, stats
 
 
@@ -104,7 +125,7 @@ def sample_rft_rows(cfg: ConfigDict, settings: dict, *, log=print) -> tuple[list
     engine = engine_from_config(cfg, model, tok)
     agent = agent_settings(cfg)
     system_prompt = cfg.data.get("system_prompt", None)
-    rows, stats = [], {"samples": 0, "correct": 0, "duplicates": 0, "prompts_solved": 0}
+    rows, stats = [], dict.fromkeys(_STAT_KEYS, 0)
     step, t0 = int(settings["prompts_per_batch"]), time.perf_counter()
     with _reward_pool(cfg) as pool:
         for start in range(0, len(examples), step):
@@ -114,7 +135,10 @@ def sample_rft_rows(cfg: ConfigDict, settings: dict, *, log=print) -> tuple[list
                 request_id_base=_RFT_REQUEST_BASE + start * settings["n"],
             )  # fmt: skip
             results = pool.score([t.grader_item() for t in trajs])
-            kept, s = keep_correct(trajs, results, settings["max_per_prompt"], system_prompt)
+            kept, s = keep_correct(
+                trajs, results, settings["max_per_prompt"], system_prompt,
+                keep=settings["keep"], prefer_shortest=settings["prefer_shortest"],
+            )  # fmt: skip
             rows += kept
             stats = {k: stats[k] + s[k] for k in stats}
             done = start + len(chunk)

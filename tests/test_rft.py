@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from ml_collections import ConfigDict
 
 from mimojax.cli import main
 from mimojax.config import load_config
@@ -17,6 +18,7 @@ from mimojax.metrics import read_metrics
 from mimojax.models.loader import load_model
 from mimojax.rewards import REWARD_FUNCTIONS, RewardResult, register_reward
 from mimojax.rft import keep_correct, rft_settings, run_rft
+from mimojax.rft_checks import worked_answer
 from mimojax.rollout.trajectory import Trajectory
 from mimojax.sft import tokenize_chat
 
@@ -53,7 +55,55 @@ def test_keep_correct_filters_dedupes_and_caps():
     assert answers == ["a", "b", "d", "z"]  # "c": infra failure; "e", "f": over the cap
     assert rows[0]["messages"][0] == {"role": "system", "content": "sys"}
     assert rows[-1]["messages"][1] == {"role": "user", "content": "q?"}
-    assert stats == {"samples": 9, "correct": 7, "duplicates": 1, "prompts_solved": 2}
+    assert stats == {
+        "samples": 9, "correct": 7, "unworked": 0, "duplicates": 1, "prompts_solved": 2
+    }  # fmt: skip
+
+
+def test_keep_worked_drops_lucky_hits_and_prefers_shortest():
+    """keep="worked" keeps answers whose shown equations hold and end on the truth;
+    prefer_shortest takes a prompt's shortest distinct answers first."""
+    texts = [
+        "Jo has 7 + 3 = 10 shells. Shells = 7 + 1",  # graded right by the last number: lucky
+        "She has 10 - 9 = 1 shell.",  # worked
+        "1",  # right, but shows no arithmetic
+        "Jo has 10 shells, gives 9: 10 - 9 = 1. So Jo has 1 shell now.",  # worked, longer
+        "2 + 3 = 6, so 10 - 9 = 1",  # ends right, one false equation
+    ]
+    trajs = [_traj(0, i, t) for i, t in enumerate(texts)]
+    for t in trajs:
+        t.example["ground_truth"] = "1"
+    results = [RewardResult(1.0, True)] * len(texts)
+    rows, stats = keep_correct(
+        trajs, results, max_per_prompt=1, keep="worked", prefer_shortest=True
+    )
+    assert [r["messages"][-1]["content"] for r in rows] == ["She has 10 - 9 = 1 shell."]
+    assert stats["correct"] == 5 and stats["unworked"] == 3 and stats["prompts_solved"] == 1
+    rows, _ = keep_correct(trajs, results, max_per_prompt=1, prefer_shortest=True)
+    assert [r["messages"][-1]["content"] for r in rows] == ["1"]
+
+
+@pytest.mark.parametrize(
+    ("text", "truth", "want"),
+    [
+        ("38 + 27 = 65", "65", True),
+        ("2 * 9 = 18 and 18 / 3 = 6", "6", True),
+        ("3 x 8 = 24", "24", True),
+        ("1,200 + 34 = 1,234", "1234", True),
+        ("7 + 3 = 11", "11", False),  # the equation is false
+        ("7 + 3 = 10", "3", False),  # true, but not the truth
+        ("The answer is 10.", "10", False),  # no arithmetic shown
+        ("8 / 0 = 0", "0", False),
+    ],
+)
+def test_worked_answer_cases(text, truth, want):
+    assert worked_answer(text, truth) is want
+
+
+def test_rft_settings_rejects_unknown_keep_rule():
+    cfg = ConfigDict({"sft": {"rft": {"keep": "lucky"}}})
+    with pytest.raises(DataError, match=r"sft\.rft\.keep"):
+        rft_settings(cfg)
 
 
 def _train_file(tmp_path, n=4):

@@ -15,7 +15,7 @@ What stays exactly as without pipelining (tests/engine/test_decode_pipeline.py):
   call's `between_steps` hook, as without pipelining; nothing is dispatched across a hook, and
   each token records the version of the step that sampled it (`_InFlight.version`).
 - retain_kv: the step dispatched ahead fed a finished slot its last token, so its KV is
-  extracted with the sample's own cached length (`extract_prefix(..., true_length)`).
+  extracted with the sample's own cached length (`extract_prefix(state, slot, true_length)`).
 - abort: the step in flight is read before an abort applies, so an aborted sample ends at the
   same token.
 What differs: a slot freed by step t is refilled one call later (its step t+1 was already
@@ -113,5 +113,5 @@ class DecodeSteps:
                 if live.request.retain_kv:  # before the slot is reused by the next insert
                     req = live.request
                     cached = req.prior_length + len(req.prompt_ids) + len(live.tokens) - 1
-                    kv = self.engine.extract_prefix(self._state, slot, cached + 1, cached)
+                    kv = self.engine.extract_prefix(self._state, slot, cached)
                 self._finish(live, reason, done, kv=kv, version=step.version)

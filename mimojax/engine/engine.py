@@ -4,9 +4,9 @@ prefill (one prompt -> its KV and the first sampled token of each of its samples
 bulk_insert (prefix -> decode slots), generate (one token for every slot), free_resource. Each
 is jitted once per shape: prompts are padded to power-of-two buckets, so prefill compiles once
 per bucket and insert once per bucket; generate compiles once per decode width, with the decode
-state donated. Beyond JetStream: `prefill_batch` / `insert_batch` prefill many prompts in one
-call (batch_prefill.py), and `generate(..., max_length=n)` attends over only the first
-`decode_width(n)` cache positions instead of all of max_cache_length.
+state donated (the kernels: slot_ops.py). Beyond JetStream: `prefill_batch` / `insert_batch`
+prefill many prompts in one call (batch_prefill.py), and `generate(..., max_length=n)` attends
+over only the first `decode_width(n)` cache positions instead of all of max_cache_length.
 Parameters are an argument of every jitted function, never a closed-over constant, so
 `update_params` swaps weights without recompiling.
 """
@@ -27,138 +27,23 @@ from mimojax.engine.api import (
     Prefix,
     ResultTokens,
     bucket_length,
-    pack_result,
 )
 from mimojax.engine.batch_prefill import insert_rows, prefill_rows, row_prefix
 from mimojax.engine.engine_batch import BatchPrefillMixin
 from mimojax.engine.forward import (
     LayerCaches,
-    cached_hidden,
     engine_params,
     init_layer_caches,
-    logits_at,
 )
-from mimojax.engine.sampling import SamplingParams, sample_key, sample_tokens
+from mimojax.engine.sampling import SamplingParams, sample_key
+from mimojax.engine.slot_ops import (
+    decode_widths,
+    extract_slot,
+    generate_step,
+    insert_slot,
+    prefill_one,
+)
 from mimojax.models.tokenizer import stop_token_ids
-
-
-def _prefill(cfg, params, ids_1xP, true_length, key_Nx2, temperature, top_k, top_p, prior):
-    """A Prefix for one prompt, continuing from `prior` (an existing Prefix) when given."""
-    p = ids_1xP.shape[1]
-    if prior is None:
-        caches = init_layer_caches(cfg, 1, p)
-        start = jnp.int32(0)
-    else:
-        p0 = prior.k_L[0].shape[1]
-        caches = init_layer_caches(cfg, 1, p0 + p)
-        put = lambda buf, old: buf.at[0, :, :p0].set(old.astype(buf.dtype))
-        start = prior.true_length
-        caches = LayerCaches(
-            tuple(map(put, caches.k_L, prior.k_L)),
-            tuple(map(put, caches.v_L, prior.v_L)),
-            jnp.reshape(start, (1,)),
-        )
-    hidden_1xPxE, caches = cached_hidden(params, cfg, ids_1xP, caches)
-    last_1xE = jax.lax.dynamic_index_in_dim(hidden_1xPxE[0], true_length - 1, keepdims=True)
-    logits_1xV = logits_at(params, cfg, last_1xE)
-    n = key_Nx2.shape[0]
-    full = lambda x: jnp.full((n,), x)
-    tokens_N, logp_N = sample_tokens(
-        jnp.broadcast_to(logits_1xV, (n, logits_1xV.shape[-1])),
-        key_Nx2,
-        jnp.zeros((n,), jnp.int32),
-        full(temperature),
-        full(top_k),
-        full(top_p),
-    )
-    prefix = Prefix(
-        tuple(k[0] for k in caches.k_L),
-        tuple(v[0] for v in caches.v_L),
-        (start + true_length).astype(jnp.int32),
-        tokens_N,
-        logp_N,
-        key_Nx2,
-        temperature,
-        top_k,
-        top_p,
-    )
-    result = pack_result(tokens_N, jnp.ones_like(tokens_N), jnp.ones_like(tokens_N), logp_N, n)
-    return prefix, result
-
-
-def _insert(prefix: Prefix, state: DecodeState, slot, sample) -> DecodeState:
-    """Copies sample `sample` of `prefix` into decode slot `slot` (both traced: one compile)."""
-    cache = state.cache
-    put = lambda buf, new: jax.lax.dynamic_update_slice(
-        buf, new[None].astype(buf.dtype), (slot, 0, 0, 0)
-    )
-    return DecodeState(
-        LayerCaches(
-            tuple(map(put, cache.k_L, prefix.k_L)),
-            tuple(map(put, cache.v_L, prefix.v_L)),
-            cache.lengths_B.at[slot].set(prefix.true_length),
-        ),
-        state.tokens_B.at[slot].set(prefix.first_token_N[sample]),
-        state.generated_B.at[slot].set(1),
-        state.key_Bx2.at[slot].set(prefix.key_Nx2[sample]),
-        state.temperature_B.at[slot].set(prefix.temperature),
-        state.top_k_B.at[slot].set(prefix.top_k),
-        state.top_p_B.at[slot].set(prefix.top_p),
-    )
-
-
-def _extract(state: DecodeState, slot, true_length, width: int) -> Prefix:
-    """Slot `slot`'s first `width` cache positions as a Prefix (the next turn's existing_prefix),
-    holding `true_length` tokens (< 0: the slot's cached length)."""
-    take = lambda buf: jax.lax.dynamic_slice_in_dim(buf[slot], 0, width, axis=1)
-    zero = jnp.zeros((1,), jnp.int32)
-    return Prefix(
-        tuple(map(take, state.cache.k_L)),
-        tuple(map(take, state.cache.v_L)),
-        jnp.where(true_length < 0, state.cache.lengths_B[slot], true_length),
-        zero,
-        zero.astype(jnp.float32),
-        jnp.zeros((1, 2), jnp.uint32),
-        jnp.float32(0),
-        jnp.int32(0),
-        jnp.float32(1),
-    )
-
-
-def decode_widths(max_cache: int, minimum: int = 64) -> tuple[int, ...]:
-    """Cache widths generate compiles for: powers of two from `minimum`, then max_cache."""
-    widths, w = [], minimum
-    while w < max_cache:
-        widths.append(w)
-        w *= 2
-    return (*widths, max_cache)
-
-
-def _generate(cfg, width, params, state: DecodeState):
-    """One decode step for every slot: feed each slot's last token, sample the next one.
-
-    Attention reads only the first `width` cache positions; the caller guarantees that every
-    live slot's new token lands below `width` (free slots may read garbage: nobody uses it).
-    """
-    cache = state.cache
-    s = cache.k_L[0].shape[2]
-    # A full slot cannot take its last token into the cache: its output is marked invalid.
-    valid_B = cache.lengths_B < s
-    hidden_Bx1xE, cache = cached_hidden(params, cfg, state.tokens_B[:, None], cache, width=width)
-    logits_BxV = logits_at(params, cfg, hidden_Bx1xE[:, 0])
-    cache = cache._replace(lengths_B=jnp.minimum(cache.lengths_B + 1, s))
-    tokens_B, logp_B = sample_tokens(
-        logits_BxV,
-        state.key_Bx2,
-        state.generated_B,
-        state.temperature_B,
-        state.top_k_B,
-        state.top_p_B,
-    )
-    tokens_B = jnp.where(valid_B, tokens_B, state.tokens_B)
-    generated_B = state.generated_B + valid_B.astype(jnp.int32)
-    new_state = state._replace(cache=cache, tokens_B=tokens_B, generated_B=generated_B)
-    return new_state, pack_result(tokens_B, valid_B.astype(jnp.int32), generated_B, logp_B)
 
 
 class JaxEngine(BatchPrefillMixin):
@@ -228,13 +113,15 @@ class JaxEngine(BatchPrefillMixin):
         else:
             eos = [self.config.eos_token_id] if self.config.eos_token_id is not None else []
         self.eos_token_ids: tuple[int, ...] = tuple(int(e) for e in eos)
-        self._prefill_jit = jax.jit(functools.partial(_prefill, self.config))
+        self._prefill_jit = jax.jit(functools.partial(prefill_one, self.config))
         # Explicit output shardings keep the decode state's layout fixed across calls, so
         # the jitted functions never see a new input sharding (no recompiles).
         state_sh = self._decode_state_shardings()
         replicated = self.get_prefix_destination_sharding()
-        self._insert_jit = jax.jit(_insert, donate_argnames=("state",), out_shardings=state_sh)
-        self._extract_jit = jax.jit(_extract, static_argnames=("width",), out_shardings=replicated)
+        self._insert_jit = jax.jit(insert_slot, donate_argnames=("state",), out_shardings=state_sh)
+        self._extract_jit = jax.jit(
+            extract_slot, static_argnames=("width",), out_shardings=replicated
+        )
         # One jit per decode width (see decode_widths): compile counts stay per shape.
         widths = decode_length_buckets or decode_widths(max_cache_length)
         self._widths = tuple(sorted({min(int(w), max_cache_length) for w in widths}))
@@ -242,7 +129,7 @@ class JaxEngine(BatchPrefillMixin):
             self._widths += (max_cache_length,)
         self._generate_jits = {
             w: jax.jit(
-                functools.partial(_generate, self.config, w),
+                functools.partial(generate_step, self.config, w),
                 donate_argnames=("state",),
                 out_shardings=(state_sh, replicated),
             )
@@ -500,21 +387,18 @@ class JaxEngine(BatchPrefillMixin):
         p = bucket_length(new_length, self._max_prefill, self._min_bucket)
         return prior_length + p <= self._max_cache and prior_length + new_length < self._max_cache
 
-    def extract_prefix(
-        self, decode_state: DecodeState, slot: int, length: int, true_length: int | None = None
-    ) -> Prefix:
-        """The KV of slot `slot` (its first `length` cached tokens) as a Prefix to continue from.
+    def extract_prefix(self, decode_state: DecodeState, slot: int, true_length: int) -> Prefix:
+        """The KV of slot `slot`'s first `true_length` cached tokens, as a Prefix to continue from.
 
         Multi-turn agents pass it back as `existing_prefix`, so a later turn prefills only its
-        new tokens. The width is `length` rounded up to a multiple of 64 (bounded compiles).
-        Call it right after the slot's sample finishes, before the slot is reused. The Prefix
-        holds `true_length` tokens (default: the slot's cached length; a pipelined scheduler
-        passes it, because the step it dispatched ahead already fed the slot one more token).
+        new tokens. The width is `true_length` rounded up to a multiple of 64 (bounded
+        compiles). Call it right after the slot's sample finishes, before the slot is reused.
+        The caller names the length because the slot's cache may hold more: a pipelined
+        scheduler's step dispatched ahead already fed the slot one more token.
         """
         self._check_slot(slot)
-        width = min(self._max_cache, max(64, -(-int(length) // 64) * 64))
-        n = jnp.int32(-1 if true_length is None else true_length)
-        return self._extract_jit(decode_state, jnp.int32(slot), n, width=width)
+        width = min(self._max_cache, max(64, -(-int(true_length) // 64) * 64))
+        return self._extract_jit(decode_state, jnp.int32(slot), jnp.int32(true_length), width=width)
 
     def compile_counts(self) -> dict[str, int]:
         """How many times each jitted entry point has compiled (one per shape)."""

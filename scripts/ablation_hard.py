@@ -1,0 +1,168 @@
+"""Issue 16's ablation on the hard arithmetic recipe: one run per variant, then one table.
+
+    python scripts/ablation_hard.py --seed 0 --minutes 15 --out runs/ablation_hard
+    python scripts/ablation_hard.py --variants plain,mask --summarize-only --out runs/ablation_hard
+    python scripts/ablation_hard.py --summarize-only --workdir plain=runs/abl_plain ...
+
+Variants (configs/grpo_arith_hard_smollm2.py unless named):
+  plain       GRPO, every group trained on (all-equal groups give zero advantage)
+  mask        + algorithm.filter_groups: all-equal groups masked out of the update
+  dynamic     + DAPO dynamic sampling, at most 3 generation batches per step (the recipe)
+  difficulty  + data.difficulty (always/never-solved prompts drawn at a floor rate)
+  passk       configs/grpo_passk_arith_hard_smollm2.py (grpo_passk, dynamic sampling on)
+  rft         configs/rft_grpo_arith_hard_smollm2.py: RFT warm-up, then the recipe
+
+Each trains for `--minutes` of training wall time (evaluation excluded; for `rft` the warm-up
+is extra and is added to its time axis, and its base rate is the other variants'). The table
+gives held-out greedy accuracy on the first 100 problems before training and at the end, the
+best, the minutes to +10 and +25 points (the first evaluation at or past it; "-" = not
+reached), whether any evaluation after the first fell below the base rate, and rollouts
+generated per group that carried signal (groups whose scores differ; "n/a" where the run does
+not count them: `plain`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+from mimojax.metrics import read_metrics
+
+KEY = "val-core/math/acc/greedy"
+HARD = "configs/grpo_arith_hard_smollm2.py"
+_NO_DS = ["--config.algorithm.dynamic_sampling.enable=False"]
+VARIANTS = {
+    "plain": (HARD, [*_NO_DS, "--config.algorithm.filter_groups=False"]),
+    "mask": (HARD, [*_NO_DS, "--config.algorithm.filter_groups=True"]),
+    "dynamic": (HARD, []),
+    "difficulty": (HARD, ["--config.data.difficulty.enable=True"]),
+    "passk": ("configs/grpo_passk_arith_hard_smollm2.py", ["--config.eval.pass_k=0"]),
+    "rft": ("configs/rft_grpo_arith_hard_smollm2.py", []),
+}
+
+
+def command(variant: str, seed: int, minutes: float, workdir: str) -> list[str]:
+    """The `mimojax` command line that trains one variant."""
+    config, extra = VARIANTS[variant]
+    verb = ["sft", "--from-rollouts", "--then-train"] if variant == "rft" else ["train"]
+    spec = f"{config}:seed={seed},minutes={minutes}"
+    cli = [sys.executable, "-m", "mimojax.cli", *verb, "--config", spec, "--workdir", workdir]
+    return cli + extra
+
+
+def _rl_dir(workdir: str) -> tuple[str, float]:
+    """(the directory holding the RL metrics, seconds spent before RL started)."""
+    stats = os.path.join(workdir, "rft_stats.json")
+    if os.path.exists(stats):
+        with open(stats) as f:
+            return os.path.join(workdir, "rl"), float(json.load(f).get("warmup_s", 0.0))
+    return workdir, 0.0
+
+
+def summarize(workdir: str, base: float | None = None) -> dict | None:
+    """One table row from a run's metrics; None when it holds no evaluation. `base`: the base
+    model's held-out rate (an RFT run's first evaluation is after its warm-up)."""
+    rl_dir, offset_s = _rl_dir(workdir)
+    rows = read_metrics(rl_dir)
+    evals = [(r.get("perf/wall_s", 0.0) + offset_s, r[KEY]) for r in rows if r.get(KEY) is not None]
+    if not evals:
+        return None
+    base = evals[0][1] if base is None else base
+
+    def minutes_to(points: float) -> float | None:
+        hit = next((w for w, a in evals if a >= base + points / 100 - 1e-9), None)
+        return None if hit is None else hit / 60
+
+    steps = [r for r in rows if r.get("actor/entropy") is not None]
+    drawn = sum(_rollouts(r) for r in steps)
+    kept = sum(_informative(r) for r in steps)
+    return {
+        "base": base,
+        "end": evals[-1][1],
+        "best": max(a for _, a in evals),
+        "evals": [(round(w / 60, 1), a) for w, a in evals],
+        "min_to_10": minutes_to(10),
+        "min_to_25": minutes_to(25),
+        "below_base": any(a < base - 1e-9 for _, a in evals[1:]),
+        "steps": len(steps),
+        "rollouts_per_signal_group": drawn / kept if kept and drawn else None,
+        "entropy_first_last": (steps[0]["actor/entropy"], steps[-1]["actor/entropy"])
+        if steps
+        else None,
+    }
+
+
+def _rollouts(row: dict) -> float:
+    if row.get("train/groups_drawn") is not None:
+        return row["train/groups_drawn"] * row.get("rollout/n", 8)
+    return row.get("batch/groups", 0.0) * row.get("rollout/n", 8)
+
+
+def _informative(row: dict) -> float:
+    if row.get("train/groups_informative") is not None:
+        return min(row["train/groups_informative"], row.get("batch/groups", 1e9))
+    return row.get("batch/groups_kept", 0.0)
+
+
+def _fmt_min(m: float | None) -> str:
+    return "-" if m is None else f"{m:.1f}"
+
+
+def print_table(results: dict[str, dict]) -> None:
+    print(
+        "| variant | base | end | best | min to +10 | min to +25 | below base after 1st eval "
+        "| RL steps | rollouts per signal group | entropy first -> last |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, r in results.items():
+        rps = r["rollouts_per_signal_group"]
+        ent = r["entropy_first_last"]
+        print(
+            f"| {name} | {r['base']:.2f} | {r['end']:.2f} | {r['best']:.2f} "
+            f"| {_fmt_min(r['min_to_10'])} | {_fmt_min(r['min_to_25'])} "
+            f"| {'yes' if r['below_base'] else 'no'} | {r['steps']} "
+            f"| {'n/a' if rps is None else f'{rps:.1f}'} "
+            f"| {'n/a' if ent is None else f'{ent[0]:.2f} -> {ent[1]:.2f}'} |"
+        )
+    for name, r in results.items():
+        print(f"{name}: evals (min, acc) {r['evals']}")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--minutes", type=float, default=15.0)
+    p.add_argument("--out", default="runs/ablation_hard")
+    p.add_argument("--summarize-only", action="store_true")
+    p.add_argument(
+        "--workdir", action="append", default=[], help="NAME=DIR: summarize DIR as variant NAME"
+    )
+    args = p.parse_args()
+    names = [v for v in args.variants.split(",") if v]
+    unknown = sorted(set(names) - set(VARIANTS))
+    if unknown:
+        p.error(f"--variants: unknown {unknown}; have {sorted(VARIANTS)}")
+    workdirs = {v: os.path.join(args.out, f"{v}_seed{args.seed}") for v in names}
+    for item in args.workdir:
+        name, _, path = item.partition("=")
+        workdirs[name] = path
+    if not args.summarize_only:
+        for name in names:
+            cmd = command(name, args.seed, args.minutes, workdirs[name])
+            print("+", " ".join(cmd), flush=True)
+            subprocess.run(cmd, check=True)
+    results = {n: s for n, wd in workdirs.items() if n != "rft" and (s := summarize(wd))}
+    if "rft" in workdirs:  # every variant starts from the same model, eval set and greedy decode
+        base = next(iter(results.values()))["base"] if results else None
+        if (s := summarize(workdirs["rft"], base)) is not None:
+            results["rft"] = s
+    print_table(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""scripts/ablation_hard.py: minutes to +10/+25, below-base, rollouts per signal group and the
+RFT time offset, from hand-written metrics.jsonl files (numbers computed by hand below)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("ablation_hard", ROOT / "scripts/ablation_hard.py")
+ah = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ah)
+KEY = ah.KEY
+
+
+def _write(workdir: Path, rows: list[dict]) -> None:
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_dynamic_run_minutes_to_lift_and_rollouts(tmp_path):
+    _write(
+        tmp_path,
+        [
+            {"step": 0, "perf/wall_s": 0.0, KEY: 0.10},
+            {"step": 1, "actor/entropy": 0.8, "train/groups_drawn": 96.0,
+             "train/groups_informative": 20.0, "batch/groups": 32.0},
+            {"step": 1, "perf/wall_s": 300.0, KEY: 0.08},  # below the base rate
+            {"step": 2, "actor/entropy": 0.5, "train/groups_drawn": 64.0,
+             "train/groups_informative": 40.0, "batch/groups": 32.0},
+            {"step": 2, "perf/wall_s": 600.0, KEY: 0.21},  # +11 points at 10 min
+        ],
+    )  # fmt: skip
+    r = ah.summarize(str(tmp_path))
+    assert (r["base"], r["end"], r["best"]) == (0.10, 0.21, 0.21)
+    assert r["min_to_10"] == 10.0 and r["min_to_25"] is None
+    assert r["below_base"] is True and r["steps"] == 2
+    # (96 + 64) groups x 8 rollouts over (20 + 32) groups with signal (40 capped at the batch)
+    assert abs(r["rollouts_per_signal_group"] - 160 * 8 / 52) < 1e-12
+    assert r["entropy_first_last"] == (0.8, 0.5)
+
+
+def test_masked_and_plain_runs(tmp_path):
+    rows = [
+        {"step": 0, "perf/wall_s": 0.0, KEY: 0.10},
+        {"step": 1, "actor/entropy": 0.7, "batch/groups": 32.0, "batch/groups_kept": 4.0},
+        {"step": 1, "perf/wall_s": 60.0, KEY: 0.35},
+    ]
+    _write(tmp_path / "mask", rows)
+    r = ah.summarize(str(tmp_path / "mask"))
+    assert r["rollouts_per_signal_group"] == 32 * 8 / 4
+    assert r["min_to_10"] == r["min_to_25"] == 1.0 and r["below_base"] is False
+    _write(tmp_path / "plain", [rows[0], {"step": 1, "actor/entropy": 0.7}, rows[2]])
+    assert ah.summarize(str(tmp_path / "plain"))["rollouts_per_signal_group"] is None
+
+
+def test_rft_run_counts_the_warm_up_and_takes_the_base_rate(tmp_path):
+    (tmp_path / "rft_stats.json").write_text(json.dumps({"warmup_s": 600.0}))
+    _write(
+        tmp_path / "rl",
+        [
+            {"step": 0, "perf/wall_s": 0.0, KEY: 0.19},
+            {"step": 1, "actor/entropy": 0.4},
+            {"step": 1, "perf/wall_s": 300.0, KEY: 0.36},
+        ],
+    )
+    r = ah.summarize(str(tmp_path), base=0.09)
+    assert r["base"] == 0.09 and r["evals"] == [(10.0, 0.19), (15.0, 0.36)]
+    assert r["min_to_10"] == 10.0 and r["min_to_25"] == 15.0
+
+
+def test_commands_name_the_variant_configs():
+    cmd = ah.command("mask", 1, 15.0, "W")
+    assert "configs/grpo_arith_hard_smollm2.py:seed=1,minutes=15.0" in cmd
+    assert cmd[-1] == "--config.algorithm.filter_groups=True"
+    assert cmd[cmd.index("--workdir") + 1] == "W"
+    assert ah.command("rft", 0, 5.0, "W")[3:6] == ["sft", "--from-rollouts", "--then-train"]

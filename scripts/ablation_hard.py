@@ -6,10 +6,10 @@
 
 Variants (configs/grpo_arith_hard_smollm2.py unless named):
   plain       GRPO, every group trained on (all-equal groups give zero advantage)
-  mask        + algorithm.filter_groups: all-equal groups masked out of the update
-  dynamic     + DAPO dynamic sampling, at most 3 generation batches per step (the recipe)
-  difficulty  + data.difficulty (always/never-solved prompts drawn at a floor rate)
-  passk       configs/grpo_passk_arith_hard_smollm2.py (grpo_passk, dynamic sampling on)
+  mask        + algorithm.filter_groups: all-equal groups masked out of the update (the recipe)
+  dynamic     + DAPO dynamic sampling, at most 3 generation batches per step
+  difficulty  mask + data.difficulty (always/never-solved prompts drawn at a floor rate)
+  passk       configs/grpo_passk_arith_hard_smollm2.py (grpo_passk, masking)
   rft         configs/rft_grpo_arith_hard_smollm2.py: RFT warm-up, then the recipe
 
 Each trains for `--minutes` of training wall time (evaluation excluded; for `rft` the warm-up
@@ -33,11 +33,10 @@ from mimojax.metrics import read_metrics
 
 KEY = "val-core/math/acc/greedy"
 HARD = "configs/grpo_arith_hard_smollm2.py"
-_NO_DS = ["--config.algorithm.dynamic_sampling.enable=False"]
 VARIANTS = {
-    "plain": (HARD, [*_NO_DS, "--config.algorithm.filter_groups=False"]),
-    "mask": (HARD, [*_NO_DS, "--config.algorithm.filter_groups=True"]),
-    "dynamic": (HARD, []),
+    "plain": (HARD, ["--config.algorithm.filter_groups=False"]),
+    "mask": (HARD, []),
+    "dynamic": (HARD, ["--config.algorithm.dynamic_sampling.enable=True"]),
     "difficulty": (HARD, ["--config.data.difficulty.enable=True"]),
     "passk": ("configs/grpo_passk_arith_hard_smollm2.py", ["--config.eval.pass_k=0"]),
     "rft": ("configs/rft_grpo_arith_hard_smollm2.py", []),

@@ -71,8 +71,8 @@ def test_rft_run_counts_the_warm_up_and_takes_the_base_rate(tmp_path):
 
 
 def test_commands_name_the_variant_configs():
-    cmd = ah.command("mask", 1, 15.0, "W")
+    cmd = ah.command("plain", 1, 15.0, "W")
     assert "configs/grpo_arith_hard_smollm2.py:seed=1,minutes=15.0" in cmd
-    assert cmd[-1] == "--config.algorithm.filter_groups=True"
+    assert cmd[-1] == "--config.algorithm.filter_groups=False"
     assert cmd[cmd.index("--workdir") + 1] == "W"
     assert ah.command("rft", 0, 5.0, "W")[3:6] == ["sft", "--from-rollouts", "--then-train"]

@@ -24,7 +24,7 @@ Launch:   mimojax train --config configs/grpo_arith_hard_smollm2.py --workdir ru
           data files are overridable as in any config: --config.data.train_files=...
 Hardware: 2 CPU cores (the numbers below); any single accelerator runs it faster.
 Expected: seed 0, idle 2-core box (1-min load median 1.9): held-out greedy 0.09 (step 0) ->
-          0.16 (5.4 min, step 8) -> 0.26 (10.4 min) -> 0.28 (15.2 min, step 23), +19 points,
+          0.16 (5.4 min, step 9) -> 0.26 (10.4 min) -> 0.28 (15.2 min, step 27), +19 points,
           never below the base rate; 6.0 GB peak RSS. Plain GRPO (filter_groups=False) also
           ends at 0.28 but dips to 0.04 at 5 minutes; dynamic sampling ends at 0.13.
           `python scripts/ablation_hard.py --seed 0 --minutes 15` (variant `mask`). One seed

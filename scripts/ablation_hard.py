@@ -75,7 +75,9 @@ def summarize(workdir: str, base: float | None = None) -> dict | None:
         hit = next((w for w, a in evals if a >= base + points / 100 - 1e-9), None)
         return None if hit is None else hit / 60
 
-    steps = [r for r in rows if r.get("actor/entropy") is not None]
+    # A step whose groups were all masked makes no update and logs no actor/* metrics.
+    steps = [r for r in rows if r.get("timing_s/step") is not None]
+    updates = [r for r in steps if r.get("actor/entropy") is not None]
     drawn = sum(_rollouts(r) for r in steps)
     kept = sum(_informative(r) for r in steps)
     return {
@@ -88,8 +90,8 @@ def summarize(workdir: str, base: float | None = None) -> dict | None:
         "below_base": any(a < base - 1e-9 for _, a in evals[1:]),
         "steps": len(steps),
         "rollouts_per_signal_group": drawn / kept if kept and drawn else None,
-        "entropy_first_last": (steps[0]["actor/entropy"], steps[-1]["actor/entropy"])
-        if steps
+        "entropy_first_last": (updates[0]["actor/entropy"], updates[-1]["actor/entropy"])
+        if updates
         else None,
     }
 

@@ -24,10 +24,10 @@ def test_dynamic_run_minutes_to_lift_and_rollouts(tmp_path):
         tmp_path,
         [
             {"step": 0, "perf/wall_s": 0.0, KEY: 0.10},
-            {"step": 1, "actor/entropy": 0.8, "train/groups_drawn": 96.0,
+            {"step": 1, "timing_s/step": 9.0, "actor/entropy": 0.8, "train/groups_drawn": 96.0,
              "train/groups_informative": 20.0, "batch/groups": 32.0},
             {"step": 1, "perf/wall_s": 300.0, KEY: 0.08},  # below the base rate
-            {"step": 2, "actor/entropy": 0.5, "train/groups_drawn": 64.0,
+            {"step": 2, "timing_s/step": 9.0, "actor/entropy": 0.5, "train/groups_drawn": 64.0,
              "train/groups_informative": 40.0, "batch/groups": 32.0},
             {"step": 2, "perf/wall_s": 600.0, KEY: 0.21},  # +11 points at 10 min
         ],
@@ -44,14 +44,17 @@ def test_dynamic_run_minutes_to_lift_and_rollouts(tmp_path):
 def test_masked_and_plain_runs(tmp_path):
     rows = [
         {"step": 0, "perf/wall_s": 0.0, KEY: 0.10},
-        {"step": 1, "actor/entropy": 0.7, "batch/groups": 32.0, "batch/groups_kept": 4.0},
-        {"step": 1, "perf/wall_s": 60.0, KEY: 0.35},
-    ]
+        {"step": 1, "timing_s/step": 9.0, "actor/entropy": 0.7, "batch/groups": 32.0,
+         "batch/groups_kept": 4.0},
+        {"step": 2, "timing_s/step": 9.0, "batch/groups": 32.0, "batch/groups_kept": 0.0},
+        {"step": 2, "perf/wall_s": 60.0, KEY: 0.35},
+    ]  # fmt: skip
     _write(tmp_path / "mask", rows)
     r = ah.summarize(str(tmp_path / "mask"))
-    assert r["rollouts_per_signal_group"] == 32 * 8 / 4
+    # step 2 masked every group: no update, but its rollouts count
+    assert r["rollouts_per_signal_group"] == 2 * 32 * 8 / 4 and r["steps"] == 2
     assert r["min_to_10"] == r["min_to_25"] == 1.0 and r["below_base"] is False
-    _write(tmp_path / "plain", [rows[0], {"step": 1, "actor/entropy": 0.7}, rows[2]])
+    _write(tmp_path / "plain", [rows[0], {"step": 1, "timing_s/step": 9.0}, rows[3]])
     assert ah.summarize(str(tmp_path / "plain"))["rollouts_per_signal_group"] is None
 
 
@@ -61,7 +64,7 @@ def test_rft_run_counts_the_warm_up_and_takes_the_base_rate(tmp_path):
         tmp_path / "rl",
         [
             {"step": 0, "perf/wall_s": 0.0, KEY: 0.19},
-            {"step": 1, "actor/entropy": 0.4},
+            {"step": 1, "timing_s/step": 9.0, "actor/entropy": 0.4},
             {"step": 1, "perf/wall_s": 300.0, KEY: 0.36},
         ],
     )

@@ -13,8 +13,6 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-KEEP_RULES = ("correct", "worked")
-
 # "38 + 27 = 65", "10 - 9 = 1", "2 * 9 = 18", "3 x 8 = 24", "12 / 4 = 3"; commas in the
 # numbers are thousands separators. In a chain "2 + 3 = 5 + 1 = 6" only the first link is read.
 _NUM = r"\d+(?:,\d{3})*(?:\.\d+)?"
@@ -50,10 +48,15 @@ def worked_answer(text: str, ground_truth: str | None) -> bool:
         return False
 
 
+_RULES = {
+    "correct": lambda text, ground_truth: True,  # the grader's verdict alone
+    "worked": worked_answer,
+}
+KEEP_RULES = tuple(_RULES)
+
+
 def keeps(rule: str, text: str, ground_truth: str | None) -> bool:
     """Whether a graded-correct answer passes `sft.rft.keep = rule`."""
-    if rule == "correct":
-        return True
-    if rule == "worked":
-        return worked_answer(text, ground_truth)
-    raise ValueError(f"sft.rft.keep: unknown rule {rule!r}; have {KEEP_RULES}")
+    if rule not in _RULES:
+        raise ValueError(f"sft.rft.keep: unknown rule {rule!r}; have {KEEP_RULES}")
+    return _RULES[rule](text, ground_truth)

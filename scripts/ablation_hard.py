@@ -26,10 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
 from mimojax.metrics import read_metrics
+from mimojax.report_summary import read_run_info
 
 KEY = "val-core/math/acc/greedy"
 HARD = "configs/grpo_arith_hard_smollm2.py"
@@ -78,7 +80,7 @@ def summarize(workdir: str, base: float | None = None) -> dict | None:
     # A step whose groups were all masked makes no update and logs no actor/* metrics.
     steps = [r for r in rows if r.get("timing_s/step") is not None]
     updates = [r for r in steps if r.get("actor/entropy") is not None]
-    drawn = sum(_rollouts(r) for r in steps)
+    drawn = sum(_groups_drawn(r) for r in steps) * _group_size(rl_dir) if steps else 0
     kept = sum(_informative(r) for r in steps)
     return {
         "base": base,
@@ -96,15 +98,24 @@ def summarize(workdir: str, base: float | None = None) -> dict | None:
     }
 
 
-def _rollouts(row: dict) -> float:
-    if row.get("train/groups_drawn") is not None:
-        return row["train/groups_drawn"] * row.get("rollout/n", 8)
-    return row.get("batch/groups", 0.0) * row.get("rollout/n", 8)
+def _group_size(run_dir: str) -> int:
+    """Samples per prompt, from the "P prompts x N samples" run_info.json records."""
+    info = read_run_info(os.path.join(run_dir, "run_info.json"))
+    found = re.fullmatch(r"\d+ prompts x (\d+) samples", str((info or {}).get("batch", "")))
+    if found is None:
+        raise SystemExit(f"{run_dir}/run_info.json: no 'batch' of the form 'P prompts x N samples'")
+    return int(found.group(1))
+
+
+def _groups_drawn(row: dict) -> float:
+    """Groups generated this step: every generation batch's with dynamic sampling."""
+    return row.get("train/groups_drawn", row.get("batch/groups", 0.0))
 
 
 def _informative(row: dict) -> float:
-    if row.get("train/groups_informative") is not None:
-        return min(row["train/groups_informative"], row.get("batch/groups", 1e9))
+    """Groups with signal the step trained on (dynamic sampling draws more than it keeps)."""
+    if "train/groups_informative" in row:
+        return min(row["train/groups_informative"], row["batch/groups"])
     return row.get("batch/groups_kept", 0.0)
 
 

@@ -7,6 +7,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("ablation_hard", ROOT / "scripts/ablation_hard.py")
 ah = importlib.util.module_from_spec(spec)
@@ -14,9 +16,10 @@ spec.loader.exec_module(ah)
 KEY = ah.KEY
 
 
-def _write(workdir: Path, rows: list[dict]) -> None:
+def _write(workdir: Path, rows: list[dict], batch: str = "32 prompts x 8 samples") -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (workdir / "run_info.json").write_text(json.dumps({"batch": batch}))
 
 
 def test_dynamic_run_minutes_to_lift_and_rollouts(tmp_path):
@@ -49,10 +52,10 @@ def test_masked_and_plain_runs(tmp_path):
         {"step": 2, "timing_s/step": 9.0, "batch/groups": 32.0, "batch/groups_kept": 0.0},
         {"step": 2, "perf/wall_s": 60.0, KEY: 0.35},
     ]  # fmt: skip
-    _write(tmp_path / "mask", rows)
+    _write(tmp_path / "mask", rows, batch="32 prompts x 4 samples")
     r = ah.summarize(str(tmp_path / "mask"))
-    # step 2 masked every group: no update, but its rollouts count
-    assert r["rollouts_per_signal_group"] == 2 * 32 * 8 / 4 and r["steps"] == 2
+    # step 2 masked every group: no update, but its rollouts count (4 samples per group)
+    assert r["rollouts_per_signal_group"] == 2 * 32 * 4 / 4 and r["steps"] == 2
     assert r["min_to_10"] == r["min_to_25"] == 1.0 and r["below_base"] is False
     _write(tmp_path / "plain", [rows[0], {"step": 1, "timing_s/step": 9.0}, rows[3]])
     assert ah.summarize(str(tmp_path / "plain"))["rollouts_per_signal_group"] is None
@@ -79,3 +82,10 @@ def test_commands_name_the_variant_configs():
     assert cmd[-1] == "--config.algorithm.filter_groups=False"
     assert cmd[cmd.index("--workdir") + 1] == "W"
     assert ah.command("rft", 0, 5.0, "W")[3:6] == ["sft", "--from-rollouts", "--then-train"]
+
+
+def test_a_run_without_its_group_size_is_an_error(tmp_path):
+    _write(tmp_path, [{"step": 0, "perf/wall_s": 0.0, KEY: 0.1}, {"step": 1, "timing_s/step": 1.0}])
+    (tmp_path / "run_info.json").write_text(json.dumps({"batch": "?"}))
+    with pytest.raises(SystemExit, match="run_info.json"):
+        ah.summarize(str(tmp_path))

@@ -80,7 +80,8 @@ def summarize(workdir: str, base: float | None = None) -> dict | None:
     # A step whose groups were all masked makes no update and logs no actor/* metrics.
     steps = [r for r in rows if r.get("timing_s/step") is not None]
     updates = [r for r in steps if r.get("actor/entropy") is not None]
-    drawn = sum(_groups_drawn(r) for r in steps) * _group_size(rl_dir) if steps else 0
+    prompts, samples = _batch_shape(rl_dir) if steps else (0, 0)
+    drawn = sum(_groups_drawn(r, prompts) for r in steps) * samples
     kept = sum(_informative(r) for r in steps)
     return {
         "base": base,
@@ -98,25 +99,28 @@ def summarize(workdir: str, base: float | None = None) -> dict | None:
     }
 
 
-def _group_size(run_dir: str) -> int:
-    """Samples per prompt, from the "P prompts x N samples" run_info.json records."""
+def _batch_shape(run_dir: str) -> tuple[int, int]:
+    """(prompts, samples per prompt) from the "P prompts x N samples" run_info.json records."""
     info = read_run_info(os.path.join(run_dir, "run_info.json"))
-    found = re.fullmatch(r"\d+ prompts x (\d+) samples", str((info or {}).get("batch", "")))
+    found = re.fullmatch(r"(\d+) prompts x (\d+) samples", str((info or {}).get("batch", "")))
     if found is None:
         raise SystemExit(f"{run_dir}/run_info.json: no 'batch' of the form 'P prompts x N samples'")
-    return int(found.group(1))
+    return int(found.group(1)), int(found.group(2))
 
 
-def _groups_drawn(row: dict) -> float:
-    """Groups generated this step: every generation batch's with dynamic sampling."""
-    return row.get("train/groups_drawn", row.get("batch/groups", 0.0))
+def _groups_drawn(row: dict, prompts: int) -> float:
+    """Groups generated this step: every generation batch's with dynamic sampling, else the
+    batch's (logged only when filtering; a plain run's is its prompts per step)."""
+    return row.get("train/groups_drawn", row.get("batch/groups", float(prompts)))
 
 
 def _informative(row: dict) -> float:
     """Groups with signal the step trained on (dynamic sampling draws more than it keeps)."""
     if "train/groups_informative" in row:
         return min(row["train/groups_informative"], row["batch/groups"])
-    return row.get("batch/groups_kept", 0.0)
+    if "batch/groups_kept" in row:
+        return row["batch/groups_kept"]
+    return row.get("batch/groups_with_signal", 0.0)  # unfiltered runs log it from 2026-12-05
 
 
 def _fmt_min(m: float | None) -> str:

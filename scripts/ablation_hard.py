@@ -3,6 +3,7 @@
     python scripts/ablation_hard.py --seed 0 --minutes 15 --out runs/ablation_hard
     python scripts/ablation_hard.py --variants plain,mask --summarize-only --out runs/ablation_hard
     python scripts/ablation_hard.py --summarize-only --workdir plain=runs/abl_plain ...
+    python scripts/ablation_hard.py --variants mask,difficulty --train-rows 48   # repeats
 
 Variants (configs/grpo_arith_hard_smollm2.py unless named):
   plain       GRPO, every group trained on (all-equal groups give zero advantage)
@@ -18,7 +19,12 @@ gives held-out greedy accuracy on the first 100 problems before training and at 
 best, the minutes to +10 and +25 points (the first evaluation at or past it; "-" = not
 reached), whether any evaluation after the first fell below the base rate, and rollouts
 generated per group that carried signal (groups whose scores differ; "n/a" where the run does
-not count them: `plain`).
+not count them: `plain` runs from before 2026-12-05).
+
+`--train-rows N` trains every variant on the first N training rows only (written to
+`<out>/hard_arith_train_first<N>.jsonl`), so that prompts come back within the budget: with 4
+prompts a step, 15 minutes draw about 110 of the 3000, none twice, and difficulty-aware
+sampling has no history to act on.
 """
 
 from __future__ import annotations
@@ -45,13 +51,31 @@ VARIANTS = {
 }
 
 
-def command(variant: str, seed: int, minutes: float, workdir: str) -> list[str]:
-    """The `mimojax` command line that trains one variant."""
+def command(
+    variant: str, seed: int, minutes: float, workdir: str, train_file: str | None = None
+) -> list[str]:
+    """The `mimojax` command line that trains one variant (on `train_file` when given)."""
     config, extra = VARIANTS[variant]
     verb = ["sft", "--from-rollouts", "--then-train"] if variant == "rft" else ["train"]
     spec = f"{config}:seed={seed},minutes={minutes}"
     cli = [sys.executable, "-m", "mimojax.cli", *verb, "--config", spec, "--workdir", workdir]
-    return cli + extra
+    data = [f"--config.data.train_files=('{train_file}',)"] if train_file else []
+    return cli + extra + data
+
+
+def write_first_rows(n: int, out_dir: str) -> str:
+    """The first `n` rows of the hard training file, as their own file under `out_dir`."""
+    from mimojax.envs.math.tasks import DATA_DIR
+
+    with open(DATA_DIR / "hard_arith_train.jsonl") as f:
+        rows = f.readlines()
+    if not 0 < n <= len(rows):
+        raise SystemExit(f"--train-rows: must be in [1, {len(rows)}], got {n}")
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"hard_arith_train_first{n}.jsonl")
+    with open(path, "w") as f:
+        f.writelines(rows[:n])
+    return path
 
 
 def _rl_dir(workdir: str) -> tuple[str, float]:
@@ -154,6 +178,7 @@ def main() -> int:
     p.add_argument("--minutes", type=float, default=15.0)
     p.add_argument("--out", default="runs/ablation_hard")
     p.add_argument("--summarize-only", action="store_true")
+    p.add_argument("--train-rows", type=int, default=0, help="train on the first N rows only")
     p.add_argument(
         "--workdir", action="append", default=[], help="NAME=DIR: summarize DIR as variant NAME"
     )
@@ -162,13 +187,15 @@ def main() -> int:
     unknown = sorted(set(names) - set(VARIANTS))
     if unknown:
         p.error(f"--variants: unknown {unknown}; have {sorted(VARIANTS)}")
-    workdirs = {v: os.path.join(args.out, f"{v}_seed{args.seed}") for v in names}
+    rows = f"_rows{args.train_rows}" if args.train_rows else ""
+    workdirs = {v: os.path.join(args.out, f"{v}{rows}_seed{args.seed}") for v in names}
     for item in args.workdir:
         name, _, path = item.partition("=")
         workdirs[name] = path
     if not args.summarize_only:
+        train_file = write_first_rows(args.train_rows, args.out) if args.train_rows else None
         for name in names:
-            cmd = command(name, args.seed, args.minutes, workdirs[name])
+            cmd = command(name, args.seed, args.minutes, workdirs[name], train_file)
             print("+", " ".join(cmd), flush=True)
             subprocess.run(cmd, check=True)
     results = {n: s for n, wd in workdirs.items() if n != "rft" and (s := summarize(wd))}

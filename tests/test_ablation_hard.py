@@ -93,3 +93,14 @@ def test_a_run_without_its_group_size_is_an_error(tmp_path):
     (tmp_path / "run_info.json").write_text(json.dumps({"batch": "?"}))
     with pytest.raises(SystemExit, match="run_info.json"):
         ah.summarize(str(tmp_path))
+
+
+def test_train_rows_writes_the_first_rows_and_every_variant_trains_on_them(tmp_path):
+    path = ah.write_first_rows(48, str(tmp_path))
+    lines = open(path).read().splitlines()
+    assert len(lines) == 48 and json.loads(lines[0])["ground_truth"] == "8"
+    assert (
+        ah.command("difficulty", 0, 15.0, "W", path)[-1] == f"--config.data.train_files=('{path}',)"
+    )
+    with pytest.raises(SystemExit, match="--train-rows"):
+        ah.write_first_rows(0, str(tmp_path))

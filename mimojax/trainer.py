@@ -244,8 +244,9 @@ class Trainer:
                     continue  # nothing to learn from (all filtered / failed)
                 counts = Counts.of(mb.response_mask_BxT)
                 if spec.micro_batch_tokens > 0:
-                    stacks = mb.split_tokens(spec.micro_batch_tokens)
-                else:
+                    stacks = mb.without_masked_rows().split_tokens(spec.micro_batch_tokens)
+                else:  # filtered groups' rows skipped: same gradient, fewer micro-batches
+                    mb = mb.without_masked_rows(spec.micro_batch_size)
                     stacks = [mb.split_rows(spec.micro_batch_size)]
                 if critic is not None:
                     with timer("update_critic"):

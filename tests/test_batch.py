@@ -93,6 +93,21 @@ def test_split_rows():
         tb.split_rows(5)
 
 
+def test_without_masked_rows_keeps_loss_rows_in_order_padded_to_the_multiple():
+    tb, _, _ = _train_batch()
+    mask = np.array(tb.response_mask_BxT)
+    mask[[0, 3, 4, 5, 7, 8, 9]] = 0  # 4 rows keep loss tokens: 1, 2, 6, 10 (11 has none)
+    tag_BxT = np.repeat(np.arange(12.0)[:, None], tb.adv_BxT.shape[1], 1)  # row b holds b
+    tb = tb.replace(response_mask_BxT=mask, adv_BxT=tag_BxT)
+    rows = lambda b: b.adv_BxT[:, 0].astype(int).tolist()  # noqa: E731
+    assert rows(tb.without_masked_rows()) == [1, 2, 6, 10]
+    # padded to 6 with the first loss-free rows (0, 3), row order kept
+    assert rows(tb.without_masked_rows(3)) == [0, 1, 2, 3, 6, 10]
+    assert rows(tb.without_masked_rows(4)) == [1, 2, 6, 10]
+    full = tb.replace(response_mask_BxT=np.ones_like(mask))
+    assert full.without_masked_rows(4) is full  # nothing to skip: the batch itself
+
+
 def test_row_extents():
     tb, p_B, r_B = _train_batch()
     p, r = row_extents(tb.attention_mask_BxT, tb.prompt_len)

@@ -67,10 +67,19 @@ def _batch(seed=0):
 
 
 def _splits(tb):
-    """(name, stacks): one micro-batch, row micro-batches of 2, token-budget micro-batches."""
+    """(name, stacks): one micro-batch, row micro-batches of 2, token-budget micro-batches,
+    row micro-batches of 2 without the loss-free rows."""
     stacks = tb.split_tokens(96, multiple=8)
     assert len(stacks) > 1  # several shapes: the gradients of separate calls are summed
-    return [("whole", [tb.split_rows(B)]), ("rows2", [tb.split_rows(2)]), ("tokens", stacks)]
+    # "compact": the trainer's split, rows without loss tokens (2 and 5) skipped
+    compact = [tb.without_masked_rows(2).split_rows(2)]
+    assert compact[0].input_ids_BxT.shape[0] == 3
+    return [
+        ("whole", [tb.split_rows(B)]),
+        ("rows2", [tb.split_rows(2)]),
+        ("tokens", stacks),
+        ("compact", compact),
+    ]
 
 
 def _models():
@@ -107,7 +116,7 @@ def _run_all(update, params, opt, tb):
 def _check_equal(out, loss_key):
     grads0, params0, m0 = out["whole"]
     assert float(optax.global_norm(grads0)) > 1e-3  # a real gradient, not all zeros
-    for name in ("rows2", "tokens"):
+    for name in ("rows2", "tokens", "compact"):
         grads, params, m = out[name]
         _assert_trees_close(grads, grads0)
         _assert_trees_close(params, params0)

@@ -149,6 +149,18 @@ class TrainBatch(_Fields):
     returns_BxT: np.ndarray | None = None
     prompt_len: int = struct.field(pytree_node=False, default=1)  # P
 
+    def without_masked_rows(self, multiple: int = 1) -> TrainBatch:
+        """The rows with a loss token, in order, padded with loss-free rows to a multiple of
+        `multiple` (when the batch has them). A row without loss tokens adds nothing to the loss
+        or its gradient (the terms are divided by the mini-batch's global `Counts`) but costs a
+        full forward and backward: with filtered groups that is most of a step's update."""
+        has_loss_B = np.asarray(self.response_mask_BxT).sum(-1) > 0
+        keep = np.flatnonzero(has_loss_B)
+        pad = np.flatnonzero(~has_loss_B)[: (-len(keep)) % max(int(multiple), 1)]
+        if len(keep) + len(pad) == len(has_loss_B):
+            return self
+        return self.take(np.sort(np.concatenate([keep, pad])))
+
     def split_rows(self, micro: int) -> TrainBatch:
         """One stack of row micro-batches: every leaf reshaped to [B // micro, micro, ...]."""
         n = self.num_rows

@@ -23,12 +23,13 @@ Launch:   mimojax train --config configs/grpo_arith_hard_smollm2.py --workdir ru
           configs/grpo_passk_arith_hard_smollm2.py)
           data files are overridable as in any config: --config.data.train_files=...
 Hardware: 2 CPU cores (the numbers below); any single accelerator runs it faster.
-Expected: seed 0, idle 2-core box (1-min load median 1.9): held-out greedy 0.09 (step 0) ->
-          0.16 (5.4 min, step 9) -> 0.26 (10.4 min) -> 0.28 (15.2 min, step 27), +19 points,
-          never below the base rate; 6.0 GB peak RSS. Plain GRPO (filter_groups=False) also
-          ends at 0.28 but dips to 0.04 at 5 minutes; dynamic sampling ends at 0.13.
-          `python scripts/ablation_hard.py --seed 0 --minutes 15` (variant `mask`). One seed
-          on 100 problems (+-4-5 points); the issue's +25 is not reached.
+Expected: idle 2-core box (1-min load median 1.9), 15 min: held-out greedy 0.09 (step 0) ->
+          0.31 / 0.20 / 0.20 for seeds 0 / 1 / 2 (+22 / +11 / +11; 42 / 39 / 51 steps), never
+          below the base rate; 6.6-7.4 GB peak RSS. Masked rows skip the update (same
+          gradient), so seed 0 runs 42 steps where it ran 27 before (then 0.28). Plain GRPO
+          (filter_groups=False) ends at 0.28 for seed 0 but dips to 0.04 at 5 minutes; dynamic
+          sampling ends at 0.13. `python scripts/ablation_hard.py --seed N --minutes 15`
+          (variant `mask`). 100 problems (+-4-5 points); the issue's +25 is not reached.
 """
 
 from pathlib import Path

@@ -28,8 +28,8 @@ METRIC_NAMES = {
     "critic/returns/mean": "mean return over response tokens",
     "critic/values/mean": "mean critic value over response tokens (gae only)",
     "critic/vf_loss": "value loss",
-    "batch/groups_with_signal": "prompt groups whose valid samples' scores differ (a group "
-    "estimator's signal; also _frac of the step's groups)",
+    "train/groups_informative": "groups drawn this step whose valid scores differ (or with one "
+    "valid sample): the ones a group estimator learns from; every run logs it",
     "response_length/mean": "response tokens per sample (also /max, /min)",
     "response_length/clip_ratio": "fraction of samples cut at rollout.max_new_tokens",
     "prompt_length/mean": "prompt tokens per sample",
@@ -82,15 +82,6 @@ def _stats(prefix: str, x, stats=("mean", "max", "min")) -> dict[str, float]:
     return {f"{prefix}/{k}": float(fns[k](x)) if x.size else 0.0 for k in stats}
 
 
-def groups_with_signal(scores_B, group_ids_B, valid_B) -> tuple[int, int]:
-    """(groups with a valid sample, groups whose valid scores differ): the groups a group
-    estimator can learn from. Logged for every run, so plain GRPO shows what masking would drop."""
-    groups = {}
-    for g, s in zip(np.asarray(group_ids_B)[valid_B], np.asarray(scores_B)[valid_B]):
-        groups.setdefault(int(g), set()).add(float(s))
-    return len(groups), sum(len(v) > 1 for v in groups.values())
-
-
 def rollout_batch_metrics(batch, trajs, mask_BxT, adv_BxT, returns_BxT, values_BxT,
                           engine_version: int) -> dict[str, float]:  # fmt: skip
     """verl's per-step data metrics (score, rewards, advantages, lengths, staleness).
@@ -113,9 +104,6 @@ def rollout_batch_metrics(batch, trajs, mask_BxT, adv_BxT, returns_BxT, values_B
             np.mean([engine_version - 1 - t.policy_version for t in trajs])
         ),
     }
-    n_groups, n_signal = groups_with_signal(batch.scores_B, batch.group_ids_B, valid_B)
-    m["batch/groups_with_signal"] = float(n_signal)
-    m["batch/groups_with_signal_frac"] = n_signal / max(n_groups, 1)
     if values_BxT is not None:
         m.update(_stats("critic/values", values_BxT[tok], ("mean",)))
     return m

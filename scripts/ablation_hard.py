@@ -106,7 +106,7 @@ def summarize(workdir: str, base: float | None = None) -> dict | None:
     updates = [r for r in steps if r.get("actor/entropy") is not None]
     prompts, samples = _batch_shape(rl_dir) if steps else (0, 0)
     drawn = sum(_groups_drawn(r, prompts) for r in steps) * samples
-    kept = sum(_informative(r) for r in steps)
+    kept = sum(_informative(r, prompts) for r in steps)
     return {
         "base": base,
         "end": evals[-1][1],
@@ -138,13 +138,11 @@ def _groups_drawn(row: dict, prompts: int) -> float:
     return row.get("train/groups_drawn", row.get("batch/groups", float(prompts)))
 
 
-def _informative(row: dict) -> float:
+def _informative(row: dict, prompts: int) -> float:
     """Groups with signal the step trained on (dynamic sampling draws more than it keeps)."""
-    if "train/groups_informative" in row:
-        return min(row["train/groups_informative"], row["batch/groups"])
-    if "batch/groups_kept" in row:
-        return row["batch/groups_kept"]
-    return row.get("batch/groups_with_signal", 0.0)  # unfiltered runs log it from 2026-12-05
+    if "train/groups_informative" in row:  # every run from 2026-12-05, dynamic sampling before
+        return min(row["train/groups_informative"], prompts)
+    return row.get("batch/groups_kept", 0.0)  # masking runs before 2026-12-05
 
 
 def _fmt_min(m: float | None) -> str:

@@ -60,7 +60,7 @@ def test_masked_and_plain_runs(tmp_path):
     _write(tmp_path / "plain", [rows[0], {"step": 1, "timing_s/step": 9.0}, rows[3]])
     assert ah.summarize(str(tmp_path / "plain"))["rollouts_per_signal_group"] is None
     # a plain run that logs its groups with signal: 32 prompts per step from run_info.json
-    signal = [{"step": 1, "timing_s/step": 9.0, "batch/groups_with_signal": 8.0}]
+    signal = [{"step": 1, "timing_s/step": 9.0, "train/groups_informative": 8.0}]
     _write(tmp_path / "plain2", [rows[0], *signal, rows[3]], batch="32 prompts x 4 samples")
     assert ah.summarize(str(tmp_path / "plain2"))["rollouts_per_signal_group"] == 32 * 4 / 8
 

@@ -147,16 +147,3 @@ def test_only_the_last_line_may_be_malformed(tmp_path, text, match):
     (tmp_path / "metrics.jsonl").write_text(text)
     with pytest.raises(ValueError, match=match):
         read_metrics(str(tmp_path))
-
-
-def test_groups_with_signal_counts_groups_whose_valid_scores_differ():
-    import numpy as np
-
-    from mimojax.metrics import groups_with_signal
-
-    # group 0 varies; group 1 all equal; group 2 varies only through an invalid sample;
-    # group 3 has no valid sample and does not count as a group.
-    scores_B = np.array([1.0, 0.0, 0.5, 0.5, 1.0, 0.0, 1.0, 0.0])
-    group_ids_B = np.array([0, 0, 1, 1, 2, 2, 3, 3])
-    valid_B = np.array([True, True, True, True, True, False, False, False])
-    assert groups_with_signal(scores_B, group_ids_B, valid_B) == (3, 1)

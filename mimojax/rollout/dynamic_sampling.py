@@ -128,8 +128,8 @@ def sample_groups(
         lambda: next(data_iter), generate, score, batch_size=spec.batch_size,
         max_num_gen_batches=per_step, between_phases=between_phases,
     )  # fmt: skip
-    if not spec.dynamic_sampling:
-        out.metrics = {}  # one batch: nothing to report
+    if not spec.dynamic_sampling:  # one batch: only how many of its groups carry signal
+        out.metrics = {"train/groups_informative": out.metrics["train/groups_informative"]}
     for key in difficulty[0]:
         out.metrics[key] = float(sum(d[key] for d in difficulty) / len(difficulty))
     return out

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from mimojax.config import ConfigError, load_config, validate
-from mimojax.metrics import read_metrics
-from mimojax.rollout.dynamic_sampling import informative, sample_step
+from mimojax.metrics import Timer, read_metrics
+from mimojax.rollout.dynamic_sampling import informative, sample_groups, sample_step
 from mimojax.rollout.trajectory import Trajectory
 from mimojax.trainer import Trainer
 from tests.trainer.conftest import ROOT
@@ -172,3 +172,26 @@ def test_config_errors_name_the_key():
     no_groups.append("algorithm.adv_estimator=reinforce_plus_plus")
     with pytest.raises(ConfigError, match="algorithm.dynamic_sampling.enable"):
         validate(load_config(TINY, no_groups))
+
+
+def test_one_batch_step_reports_how_many_groups_carry_signal():
+    """Without dynamic sampling the step is one batch; it still logs its informative groups."""
+    src, last = ScriptedSource([S, V, F, V], 4), {}
+
+    def rollout_fn(examples, n, sampling, request_id_base):
+        last["trajs"] = src.generate(examples, 0)
+        return last["trajs"]
+
+    pool = SimpleNamespace(score=lambda items: src.score(last["trajs"]))
+    spec = SimpleNamespace(dynamic_sampling=False, max_num_gen_batches=3, batch_size=4, n=2)
+
+    class Data:
+        def __next__(self):  # grader_item() reads env and ground_truth
+            return [{**ex, "env": "scripted", "ground_truth": ""} for ex in src.draw()]
+
+        def record(self, trajs, results):
+            return {}  # difficulty-aware sampling off
+
+    out = sample_groups(rollout_fn, None, pool, Data(), spec, 0, Timer(), lambda: None)
+    assert out.metrics == {"train/groups_informative": 2.0}  # V twice; S and F carry none
+    assert [ex["k"] for ex in out.examples] == [0, 1, 2, 3]

@@ -10,6 +10,8 @@ Variants (configs/grpo_arith_hard_smollm2.py unless named):
   mask        + algorithm.filter_groups: all-equal groups masked out of the update (the recipe)
   dynamic     + DAPO dynamic sampling, at most 3 generation batches per step
   difficulty  mask + data.difficulty (always/never-solved prompts drawn at a floor rate)
+  overlong    mask + DAPO's soft overlong penalty (reward.overlong_buffer, the last 16 of the
+              48 response tokens: a truncated answer scores its grade minus 1)
   passk       configs/grpo_passk_arith_hard_smollm2.py (grpo_passk, masking)
   rft         configs/rft_grpo_arith_hard_smollm2.py: RFT warm-up, then the recipe
 
@@ -46,6 +48,10 @@ VARIANTS = {
     "mask": (HARD, []),
     "dynamic": (HARD, ["--config.algorithm.dynamic_sampling.enable=True"]),
     "difficulty": (HARD, ["--config.data.difficulty.enable=True"]),
+    "overlong": (
+        HARD,
+        ["--config.reward.overlong_buffer.enable=True", "--config.reward.overlong_buffer.len=16"],
+    ),
     "passk": ("configs/grpo_passk_arith_hard_smollm2.py", ["--config.eval.pass_k=0"]),
     "rft": ("configs/rft_grpo_arith_hard_smollm2.py", []),
 }

@@ -29,7 +29,7 @@ def benches(minutes: float) -> dict[str, list[str]]:
         "forward": [PY, "scripts/bench_forward.py", "--json", "{json}"],
         "update": [PY, "scripts/bench_update.py", "--json", "{json}"],
         "prefill": [PY, "scripts/bench_prefill.py", "--json", "{json}"],
-        "generate": [PY, "scripts/bench_generate.py", "--batches", "32", "64", "--json", "{json}"],
+        "generate": [PY, "scripts/bench_generate.py", "--batches", "32,64", "--json", "{json}"],
         "trl": [PY, "scripts/bench_vs_trl.py", "--minutes", str(minutes), "--out", "{dir}/trl"],
     }
 

@@ -88,6 +88,21 @@ def test_commands_name_the_variant_configs():
     assert ah.command("rft", 0, 5.0, "W")[3:6] == ["sft", "--from-rollouts", "--then-train"]
 
 
+@pytest.mark.parametrize("variant", sorted(ah.VARIANTS))
+def test_every_variant_command_is_a_valid_config(variant):
+    from mimojax.config import load_config
+    from mimojax.config_validate import validate
+
+    cmd = ah.command(variant, 2, 15.0, "W")
+    spec = cmd[cmd.index("--config") + 1]
+    overrides = [a.removeprefix("--config.") for a in cmd if a.startswith("--config.")]
+    cfg = validate(load_config(spec, overrides), num_devices=1)
+    assert cfg.trainer.seed == 2 and cfg.trainer.time_limit_minutes == 15.0
+    if variant == "overlong":  # the penalty starts 16 tokens before the 48-token cap
+        ob = cfg.reward.overlong_buffer
+        assert ob.enable and cfg.rollout.max_new_tokens - ob.len == 32
+
+
 def test_a_run_without_its_group_size_is_an_error(tmp_path):
     _write(tmp_path, [{"step": 0, "perf/wall_s": 0.0, KEY: 0.1}, {"step": 1, "timing_s/step": 1.0}])
     (tmp_path / "run_info.json").write_text(json.dumps({"batch": "?"}))

@@ -50,3 +50,22 @@ def test_from_dir_renders_ratios_failures_and_readme(tmp_path):
 def test_all_pass_exits_zero(tmp_path):
     _canned(tmp_path)
     assert br.main(["--from", str(tmp_path), "--only", "prefill"]) == 0
+
+
+def _load_script(name: str):
+    s = importlib.util.spec_from_file_location(name, ROOT / f"scripts/{name}.py")
+    mod = importlib.util.module_from_spec(s)
+    s.loader.exec_module(mod)
+    return mod
+
+
+def test_every_bench_command_parses_with_its_script(tmp_path, monkeypatch):
+    # `--batches 32 64` once made bench_generate exit 2 and the whole report "failed".
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))  # the benches import bench_common
+    for cmd in br.benches(5.0).values():
+        script = Path(cmd[1]).stem
+        mod = _load_script(script)
+        if not hasattr(mod, "parse_args"):  # bench_update / bench_vs_trl parse inside main()
+            continue
+        args = [c.replace("{json}", str(tmp_path / "x.json")) for c in cmd[2:]]
+        mod.parse_args(args)  # argparse exits on an unknown or malformed argument

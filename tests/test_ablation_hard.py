@@ -90,12 +90,13 @@ def test_commands_name_the_variant_configs():
 
 @pytest.mark.parametrize("variant", sorted(ah.VARIANTS))
 def test_every_variant_command_is_a_valid_config(variant):
+    from mimojax.cli import split_config_overrides
     from mimojax.config import load_config
     from mimojax.config_validate import validate
 
     cmd = ah.command(variant, 2, 15.0, "W")
     spec = cmd[cmd.index("--config") + 1]
-    overrides = [a.removeprefix("--config.") for a in cmd if a.startswith("--config.")]
+    _, overrides = split_config_overrides(cmd)  # as `mimojax train` reads them
     cfg = validate(load_config(spec, overrides), num_devices=1)
     assert cfg.trainer.seed == 2 and cfg.trainer.time_limit_minutes == 15.0
     if variant == "overlong":  # the penalty starts 16 tokens before the 48-token cap

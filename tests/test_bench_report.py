@@ -7,9 +7,17 @@ import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("bench_report", ROOT / "scripts/bench_report.py")
-br = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(br)
+
+
+def _load_script(name: str):
+    """Import scripts/<name>.py as a module (scripts/ is not a package)."""
+    s = importlib.util.spec_from_file_location(name, ROOT / f"scripts/{name}.py")
+    mod = importlib.util.module_from_spec(s)
+    s.loader.exec_module(mod)
+    return mod
+
+
+br = _load_script("bench_report")
 
 
 def _canned(d: Path) -> None:
@@ -50,13 +58,6 @@ def test_from_dir_renders_ratios_failures_and_readme(tmp_path):
 def test_all_pass_exits_zero(tmp_path):
     _canned(tmp_path)
     assert br.main(["--from", str(tmp_path), "--only", "prefill"]) == 0
-
-
-def _load_script(name: str):
-    s = importlib.util.spec_from_file_location(name, ROOT / f"scripts/{name}.py")
-    mod = importlib.util.module_from_spec(s)
-    s.loader.exec_module(mod)
-    return mod
 
 
 def test_every_bench_command_parses_with_its_script(tmp_path, monkeypatch):

@@ -138,6 +138,11 @@ def get_config(arg=None):
     # batches of data.batch_size prompts until the step holds data.batch_size groups whose
     # scores differ, at most max_num_gen_batches batches; a step still short is filled with
     # uninformative groups (masked) and counted (train/groups_short).
+    # Responses cut off by rollout.max_new_tokens (or an agent's budget): "keep" (as graded),
+    # "mask" (DAPO's overlong filtering, TRL's mask_truncated_completions: no loss on them,
+    # still in the group baseline) or "zero" (reward 0: a cut-off answer earns nothing; group
+    # filtering sees the zeros, dynamic sampling's informative count the grader's scores).
+    a.truncated_responses = "keep"  # "keep" | "mask" | "zero"
     a.dynamic_sampling = dsp = ConfigDict()
     dsp.enable = False  # implies filter_groups
     dsp.max_num_gen_batches = 4  # generation batches per step at most (>= 1)

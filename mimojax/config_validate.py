@@ -118,6 +118,13 @@ def _check_algorithm(cfg: ConfigDict, bad) -> None:
     algo = cfg.algorithm
     _check_registered_names(algo, bad)
     traits = _estimator_traits(algo.adv_estimator)
+    from mimojax.algos.advantage_stage import TRUNCATED_MODES
+
+    if algo.truncated_responses not in TRUNCATED_MODES:
+        bad(
+            f"algorithm.truncated_responses: '{algo.truncated_responses}' is not one of "
+            f"{TRUNCATED_MODES}"
+        )
     if traits is not None and traits.needs_groups and cfg.rollout.n < 2:
         bad(
             f"rollout.n: algorithm.adv_estimator = '{algo.adv_estimator}' compares samples "

@@ -24,6 +24,8 @@ from mimojax.progress import RichBar, enter_phase, exit_phase, use_rich
 METRIC_NAMES = {
     "critic/score/mean": "mean grader score of the step's valid samples (also /max, /min)",
     "critic/rewards/mean": "mean per-sample reward after shaping (overlong, in-reward KL)",
+    "reward/truncated_frac": "fraction of samples cut off by a token budget (logged when "
+    "algorithm.truncated_responses is mask or zero)",
     "critic/advantages/mean": "mean advantage over response tokens (also /max, /min)",
     "critic/returns/mean": "mean return over response tokens",
     "critic/values/mean": "mean critic value over response tokens (gae only)",

@@ -113,6 +113,7 @@ def advantage_settings(cfg: ConfigDict) -> AdvantageSettings:
         use_kl_in_reward=bool(a.use_kl_in_reward),
         kl_type=a.kl_loss_type,
         filter_groups=bool(a.filter_groups) or bool(a.dynamic_sampling.enable),
+        truncated=str(a.truncated_responses),
         num_groups=int(cfg.data.batch_size),
     )
 

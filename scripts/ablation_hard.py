@@ -12,6 +12,9 @@ Variants (configs/grpo_arith_hard_smollm2.py unless named):
   difficulty  mask + data.difficulty (always/never-solved prompts drawn at a floor rate)
   overlong    mask + DAPO's soft overlong penalty (reward.overlong_buffer, the last 16 of the
               48 response tokens: a truncated answer scores its grade minus 1)
+  trunc_zero  mask + algorithm.truncated_responses=zero: an answer cut off at 48 tokens scores 0
+  trunc_mask  mask + algorithm.truncated_responses=mask: cut-off answers get no loss (DAPO's
+              overlong filtering)
   passk       configs/grpo_passk_arith_hard_smollm2.py (grpo_passk, masking)
   rft         configs/rft_grpo_arith_hard_smollm2.py: RFT warm-up, then the recipe
 
@@ -52,6 +55,8 @@ VARIANTS = {
         HARD,
         ["--config.reward.overlong_buffer.enable=True", "--config.reward.overlong_buffer.len=16"],
     ),
+    "trunc_zero": (HARD, ["--config.algorithm.truncated_responses=zero"]),
+    "trunc_mask": (HARD, ["--config.algorithm.truncated_responses=mask"]),
     "passk": ("configs/grpo_passk_arith_hard_smollm2.py", ["--config.eval.pass_k=0"]),
     "rft": ("configs/rft_grpo_arith_hard_smollm2.py", []),
 }

@@ -102,6 +102,8 @@ def test_every_variant_command_is_a_valid_config(variant):
     if variant == "overlong":  # the penalty starts 16 tokens before the 48-token cap
         ob = cfg.reward.overlong_buffer
         assert ob.enable and cfg.rollout.max_new_tokens - ob.len == 32
+    if variant.startswith("trunc_"):
+        assert cfg.algorithm.truncated_responses == variant.removeprefix("trunc_")
 
 
 def test_a_run_without_its_group_size_is_an_error(tmp_path):

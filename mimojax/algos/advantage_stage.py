@@ -1,11 +1,13 @@
-"""The advantage stage: overlong shaping, KL-in-reward, group filtering, then the estimator.
+"""The advantage stage: truncation, overlong shaping, KL-in-reward, group filtering, estimator.
 
 One pure function from a batch's arrays to advantages, in the order verl applies them:
 
+    rewards = 0 on truncated rows                           (truncated="zero")
     rewards = token rewards (+ DAPO overlong penalty on the last valid token)
     rewards = rewards - kl_coef * KL(old || ref)           (use_kl_in_reward)
-    mask    = response mask * keep_B                       (filter_groups, on the raw scores_B)
+    mask    = response mask * keep_B                       (filter_groups, on scores_B)
     adv, returns = estimator(rewards, mask, ...) * mask
+    mask    = mask * ~truncated_B                          (truncated="mask", after the estimator)
 
 The estimator still receives `valid_B` unchanged; only the mask is filtered. What the
 estimator needs (groups, values, a baseline rollout, log-prob stats, Dr.GRPO's switch) comes
@@ -53,6 +55,9 @@ _STAGE_ARGS = frozenset(
 )
 
 
+TRUNCATED_MODES = ("keep", "mask", "zero")
+
+
 @dataclasses.dataclass(frozen=True)
 class AdvantageSettings:
     """Static knobs of the advantage stage (hashable: pass it as a jit static argument)."""
@@ -69,11 +74,18 @@ class AdvantageSettings:
     use_kl_in_reward: bool = False
     kl_type: str = "kl"  # a name in KL_ESTIMATORS
     filter_groups: bool = False  # DAPO dynamic sampling: mask out zero-variance groups
+    # Responses cut off by the token budget: "keep" (as graded), "mask" (DAPO's overlong
+    # filtering, TRL's mask_truncated_completions: in the group baseline, out of the loss) or
+    # "zero" (reward 0 before filtering and the estimator: a cut-off answer earns nothing, so
+    # a lucky last number in a rambling response is not reinforced).
+    truncated: str = "keep"
     # further static keyword arguments of the estimator, e.g. (("epsilon", 1e-6),)
     estimator_kwargs: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self):
         fn = ADVANTAGE_ESTIMATORS[self.estimator]  # unknown names raise with near matches
+        if self.truncated not in TRUNCATED_MODES:
+            raise ValueError(f"truncated must be one of {TRUNCATED_MODES}, got {self.truncated!r}")
         if self.use_kl_in_reward:
             KL_ESTIMATORS[self.kl_type]  # noqa: B018
         if self.overlong_enable and not self.overlong_buffer_len > 0:
@@ -115,6 +127,7 @@ class AdvantageInputs(NamedTuple):
     sum_pi_squared_BxT: Any = None  # sum_v pi(v)^2 per token (needs_logprob_stats)
     rollout_is_weights_BxT: Any = None  # optional, estimators with needs_logprob_stats
     rewards_BxK: Any = None  # optional per-dimension rewards, estimators that take them (gdpo)
+    truncated_B: Any = None  # True: cut off by the token budget (truncated != "keep")
 
 
 class AdvantageOutput(NamedTuple):
@@ -135,6 +148,8 @@ def required_inputs(settings: AdvantageSettings) -> tuple[str, ...]:
         need.append("group_ids_B")
     if settings.filter_groups:
         need.append("scores_B")
+    if settings.truncated != "keep":
+        need.append("truncated_B")
     if t.needs_values:
         need.append("values_BxT")
     if t.needs_logprob_stats or settings.use_kl_in_reward:
@@ -162,6 +177,8 @@ def _why(settings: AdvantageSettings, name: str) -> str:
         why.append("use_kl_in_reward")
     if name in ("group_ids_B", "scores_B") and settings.filter_groups:
         why.append("filter_groups")
+    if name == "truncated_B":
+        why.append(f"truncated={settings.truncated!r}")
     return f"{name} ({', '.join(why)})"
 
 
@@ -210,6 +227,14 @@ def advantage_stage(settings: AdvantageSettings, inputs: AdvantageInputs) -> Adv
     rewards = rewards.astype(jnp.result_type(rewards, jnp.float32))
     mask = as_float(x.response_mask_BxT, rewards)
     metrics: dict[str, jax.Array] = {}
+    scores_B = None if x.scores_B is None else jnp.asarray(x.scores_B)
+    if s.truncated != "keep":
+        truncated_B = jnp.asarray(x.truncated_B).astype(bool)
+        metrics["reward/truncated_frac"] = jnp.mean(truncated_B.astype(jnp.float32))
+    if s.truncated == "zero":  # before everything that reads rewards or scores
+        rewards = jnp.where(truncated_B[:, None], jnp.zeros_like(rewards), rewards)
+        if scores_B is not None:
+            scores_B = jnp.where(truncated_B, jnp.zeros_like(scores_B), scores_B)
 
     if s.overlong_enable:
         rewards, m = apply_overlong_shaping(
@@ -229,7 +254,7 @@ def advantage_stage(settings: AdvantageSettings, inputs: AdvantageInputs) -> Adv
     valid = None if x.valid_B is None else jnp.asarray(x.valid_B)
     if s.filter_groups:
         keep_B, m = filter_groups(
-            jnp.asarray(x.scores_B), jnp.asarray(x.group_ids_B), valid, num_groups=s.num_groups
+            scores_B, jnp.asarray(x.group_ids_B), valid, num_groups=s.num_groups
         )
         metrics.update(m)
         mask = mask * as_float(keep_B, mask)[:, None]
@@ -246,4 +271,6 @@ def advantage_stage(settings: AdvantageSettings, inputs: AdvantageInputs) -> Adv
         num_groups=s.num_groups,
         **_estimator_kwargs(s, x),
     )
+    if s.truncated == "mask":  # after the estimator: they still count in the group baseline
+        mask = mask * as_float(~truncated_B, mask)[:, None]
     return AdvantageOutput(adv * mask, returns * mask, mask, metrics, current_kl)

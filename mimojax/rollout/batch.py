@@ -59,6 +59,8 @@ class RolloutBatch(_Fields):
     # Weights version that sampled each response token (-1 off the response): partial rollouts
     # mix versions within a row; `rollout_logp_BxT` is each token's behaviour log-prob.
     versions_BxT: np.ndarray | None = None
+    # True where the response was cut off by a token budget (Trajectory.truncated).
+    truncated_B: np.ndarray | None = None
     prompt_len: int = struct.field(pytree_node=False, default=1)  # P
 
 
@@ -128,6 +130,7 @@ def build_batch(
         response_len_B=np.asarray([len(t.response_ids) for t in trajs], np.int32),
         prompt_len_B=np.asarray([len(t.prompt_ids) for t in trajs], np.int32),
         versions_BxT=versions,
+        truncated_B=np.asarray([t.truncated for t in trajs], bool),
         prompt_len=P,
     )
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
+# Finish reasons of a response cut off by a token budget rather than ended by the model:
+# single-turn "length"; agents' "max_tokens" (response budget) and "max_context" (window).
+TRUNCATED_REASONS = frozenset({"length", "max_tokens", "max_context"})
+
 
 @dataclasses.dataclass
 class Trajectory:
@@ -55,6 +59,11 @@ class Trajectory:
             stats={"wall_s": float(c.latency_s)},
             token_versions=list(c.token_versions),
         )
+
+    @property
+    def truncated(self) -> bool:
+        """Cut off by a token budget (`TRUNCATED_REASONS`), not ended by the model."""
+        return self.finish_reason in TRUNCATED_REASONS
 
     def versions(self) -> list[int]:
         """Per response token, the weights version that sampled it (or preceded it)."""

@@ -13,6 +13,7 @@ Variants (configs/grpo_arith_hard_smollm2.py unless named):
   overlong    mask + DAPO's soft overlong penalty (reward.overlong_buffer, the last 16 of the
               48 response tokens: a truncated answer scores its grade minus 1)
   trunc_zero  mask + algorithm.truncated_responses=zero: an answer cut off at 48 tokens scores 0
+  trunc_zero_b8  trunc_zero with 8 prompts a step in one mini-batch (one update of 64 samples)
   trunc_mask  mask + algorithm.truncated_responses=mask: cut-off answers get no loss (DAPO's
               overlong filtering)
   passk       configs/grpo_passk_arith_hard_smollm2.py (grpo_passk, masking)
@@ -56,6 +57,14 @@ VARIANTS = {
         ["--config.reward.overlong_buffer.enable=True", "--config.reward.overlong_buffer.len=16"],
     ),
     "trunc_zero": (HARD, ["--config.algorithm.truncated_responses=zero"]),
+    "trunc_zero_b8": (
+        HARD,
+        [
+            "--config.algorithm.truncated_responses=zero",
+            "--config.data.batch_size=8",
+            "--config.trainer.mini_batch_size=8",
+        ],
+    ),
     "trunc_mask": (HARD, ["--config.algorithm.truncated_responses=mask"]),
     "passk": ("configs/grpo_passk_arith_hard_smollm2.py", ["--config.eval.pass_k=0"]),
     "rft": ("configs/rft_grpo_arith_hard_smollm2.py", []),

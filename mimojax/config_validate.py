@@ -115,11 +115,11 @@ def _estimator_traits(name: str):
 
 
 def _check_algorithm(cfg: ConfigDict, bad) -> None:
+    from mimojax.algos.advantage_stage import TRUNCATED_MODES
+
     algo = cfg.algorithm
     _check_registered_names(algo, bad)
     traits = _estimator_traits(algo.adv_estimator)
-    from mimojax.algos.advantage_stage import TRUNCATED_MODES
-
     if algo.truncated_responses not in TRUNCATED_MODES:
         bad(
             f"algorithm.truncated_responses: '{algo.truncated_responses}' is not one of "

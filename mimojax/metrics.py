@@ -24,8 +24,6 @@ from mimojax.progress import RichBar, enter_phase, exit_phase, use_rich
 METRIC_NAMES = {
     "critic/score/mean": "mean grader score of the step's valid samples (also /max, /min)",
     "critic/rewards/mean": "mean per-sample reward after shaping (overlong, in-reward KL)",
-    "reward/truncated_frac": "fraction of samples cut off by a token budget (logged when "
-    "algorithm.truncated_responses is mask or zero)",
     "critic/advantages/mean": "mean advantage over response tokens (also /max, /min)",
     "critic/returns/mean": "mean return over response tokens",
     "critic/values/mean": "mean critic value over response tokens (gae only)",
@@ -33,7 +31,8 @@ METRIC_NAMES = {
     "train/groups_informative": "groups drawn this step whose valid scores differ (or with one "
     "valid sample): the ones a group estimator learns from; every run logs it",
     "response_length/mean": "response tokens per sample (also /max, /min)",
-    "response_length/clip_ratio": "fraction of samples cut at rollout.max_new_tokens",
+    "response_length/clip_ratio": "fraction of samples cut off by a token budget "
+    "(rollout.max_new_tokens, an agent's response budget or context window)",
     "prompt_length/mean": "prompt tokens per sample",
     "actor/pg_loss": "policy-gradient loss",
     "actor/pg_clipfrac": "fraction of tokens whose ratio was clipped",
@@ -99,7 +98,7 @@ def rollout_batch_metrics(batch, trajs, mask_BxT, adv_BxT, returns_BxT, values_B
         **_stats("critic/advantages", adv_BxT[tok]),
         **_stats("critic/returns", returns_BxT[tok], ("mean",)),
         **_stats("response_length", lengths_B),
-        "response_length/clip_ratio": float(np.mean([t.finish_reason == "length" for t in trajs])),
+        "response_length/clip_ratio": float(np.mean(batch.truncated_B)),
         "prompt_length/mean": float(batch.prompt_len_B.mean()),
         # the engine already holds this step's weights: lag 0 = sampled by the previous version
         "rollout/policy_version_lag": float(

@@ -181,7 +181,8 @@ class Trainer:
             out = _advantage_stage(spec.advantage, AdvantageInputs(
                 token_rewards_BxT=rb.token_rewards_BxT, response_mask_BxT=rb.response_mask_BxT,
                 scores_B=rb.scores_B, group_ids_B=rb.group_ids_B, valid_B=rb.valid_B,
-                truncated_B=rb.truncated_B, kl_coef=np.float32(self.kl_ctrl.coef), **passes,
+                truncated_B=rb.truncated_B if spec.advantage.truncated != "keep" else None,
+                kl_coef=np.float32(self.kl_ctrl.coef), **passes,
                 rewards_BxK=dims_BxK(results) if self.traits.takes_reward_dims else None,
             ))  # fmt: skip
             adv, returns, mask = (

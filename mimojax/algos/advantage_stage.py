@@ -228,9 +228,8 @@ def advantage_stage(settings: AdvantageSettings, inputs: AdvantageInputs) -> Adv
     mask = as_float(x.response_mask_BxT, rewards)
     metrics: dict[str, jax.Array] = {}
     scores_B = None if x.scores_B is None else jnp.asarray(x.scores_B)
-    if s.truncated != "keep":
+    if s.truncated != "keep":  # how many: response_length/clip_ratio
         truncated_B = jnp.asarray(x.truncated_B).astype(bool)
-        metrics["reward/truncated_frac"] = jnp.mean(truncated_B.astype(jnp.float32))
     if s.truncated == "zero":  # before everything that reads rewards or scores
         rewards = jnp.where(truncated_B[:, None], jnp.zeros_like(rewards), rewards)
         if scores_B is not None:

@@ -141,7 +141,7 @@ def get_config(arg=None):
     # Responses cut off by rollout.max_new_tokens (or an agent's budget): "keep" (as graded),
     # "mask" (DAPO's overlong filtering, TRL's mask_truncated_completions: no loss on them,
     # still in the group baseline) or "zero" (reward 0: a cut-off answer earns nothing; group
-    # filtering sees the zeros, dynamic sampling's informative count the grader's scores).
+    # filtering and dynamic sampling's informative count both see the zeros).
     a.truncated_responses = "keep"  # "keep" | "mask" | "zero"
     a.dynamic_sampling = dsp = ConfigDict()
     dsp.enable = False  # implies filter_groups

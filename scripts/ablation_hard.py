@@ -14,6 +14,8 @@ Variants (configs/grpo_arith_hard_smollm2.py unless named):
               48 response tokens: a truncated answer scores its grade minus 1)
   trunc_zero  mask + algorithm.truncated_responses=zero: an answer cut off at 48 tokens scores 0
   trunc_zero_b8  trunc_zero with 8 prompts a step in one mini-batch (one update of 64 samples)
+  trunc_zero_b8_t05  trunc_zero_b8 sampling rollouts at temperature 0.5 (the recipe's 0.7)
+  trunc_zero_n16  trunc_zero with 16 samples per prompt (4 prompts: 64 samples in one update)
   trunc_mask  mask + algorithm.truncated_responses=mask: cut-off answers get no loss (DAPO's
               overlong filtering)
   passk       configs/grpo_passk_arith_hard_smollm2.py (grpo_passk, masking)
@@ -64,6 +66,19 @@ VARIANTS = {
             "--config.data.batch_size=8",
             "--config.trainer.mini_batch_size=8",
         ],
+    ),
+    "trunc_zero_b8_t05": (
+        HARD,
+        [
+            "--config.algorithm.truncated_responses=zero",
+            "--config.data.batch_size=8",
+            "--config.trainer.mini_batch_size=8",
+            "--config.rollout.temperature=0.5",
+        ],
+    ),
+    "trunc_zero_n16": (
+        HARD,
+        ["--config.algorithm.truncated_responses=zero", "--config.rollout.n=16"],
     ),
     "trunc_mask": (HARD, ["--config.algorithm.truncated_responses=mask"]),
     "passk": ("configs/grpo_passk_arith_hard_smollm2.py", ["--config.eval.pass_k=0"]),

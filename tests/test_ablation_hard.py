@@ -104,8 +104,10 @@ def test_every_variant_command_is_a_valid_config(variant):
         assert ob.enable and cfg.rollout.max_new_tokens - ob.len == 32
     if variant.startswith("trunc_"):
         assert cfg.algorithm.truncated_responses == variant.split("_")[1]
-    if variant == "trunc_zero_b8":  # one update of 8 groups a step
+    if variant.startswith("trunc_zero_b8"):  # one update of 8 groups a step
         assert cfg.data.batch_size == cfg.trainer.mini_batch_size == 8
+    assert cfg.rollout.temperature == (0.5 if variant.endswith("_t05") else 0.7)
+    assert cfg.rollout.n == (16 if variant.endswith("_n16") else 8)
 
 
 def test_a_run_without_its_group_size_is_an_error(tmp_path):

@@ -32,10 +32,13 @@ class SampledStep:
     drawn_lengths: list[int] = dataclasses.field(default_factory=list)
 
 
-def informative(results: Sequence[Any]) -> bool:
+def informative(results: Sequence[Any], truncated: Sequence[bool] | None = None) -> bool:
     """Whether a group's scores give GRPO a signal: its valid samples' scores differ, or it has
-    exactly one valid sample (the same rule as `algos.batch_filters.filter_groups`)."""
-    scores = [float(r.score) for r in results if r.valid]
+    exactly one valid sample (the same rule as `algos.batch_filters.filter_groups`).
+    `truncated`: per sample, whether it scores 0 whatever its grade
+    (`algorithm.truncated_responses=zero`), as the advantage stage's group filter sees it."""
+    cut = truncated if truncated is not None else [False] * len(results)
+    scores = [0.0 if c else float(r.score) for r, c in zip(results, cut, strict=True) if r.valid]
     return len(scores) == 1 or (len(scores) > 1 and max(scores) > min(scores))
 
 
@@ -56,6 +59,7 @@ def sample_step(
     batch_size: int,
     max_num_gen_batches: int,
     between_phases: Callable[[], None] = lambda: None,
+    zero_truncated: bool = False,
 ) -> SampledStep:
     """Draws generation batches until `batch_size` informative groups (or the batch limit).
 
@@ -64,7 +68,8 @@ def sample_step(
     `.score` and `.valid`). `between_phases()` runs after each generation and scoring (the
     trainer's stop-signal safe point). The returned groups keep their draw order and are
     renumbered 0..batch_size-1: the first `batch_size` informative ones, then (when short) the
-    first uninformative ones as fill.
+    first uninformative ones as fill. `zero_truncated`: a cut-off trajectory (`t.truncated`)
+    counts as scoring 0, so that a group whose only success was cut off is not kept.
     """
     if max_num_gen_batches < 1:
         raise ValueError(f"max_num_gen_batches must be >= 1, got {max_num_gen_batches}")
@@ -79,7 +84,8 @@ def sample_step(
         num_batches += 1
         drawn_lengths.extend(len(t.response_ids) for t in trajs)
         for group in _groups(examples, trajs, results):
-            (kept if informative(group[2]) else spare).append((drawn, group))
+            cut = [t.truncated for t in group[1]] if zero_truncated else None
+            (kept if informative(group[2], cut) else spare).append((drawn, group))
             drawn += 1
     informative_kept = min(len(kept), batch_size)
     # In draw order: one generation batch comes back exactly as drawn.
@@ -127,6 +133,7 @@ def sample_groups(
     out = sample_step(
         lambda: next(data_iter), generate, score, batch_size=spec.batch_size,
         max_num_gen_batches=per_step, between_phases=between_phases,
+        zero_truncated=spec.advantage.truncated == "zero",
     )  # fmt: skip
     if not spec.dynamic_sampling:  # one batch: only how many of its groups carry signal
         out.metrics = {"train/groups_informative": out.metrics["train/groups_informative"]}

@@ -22,10 +22,10 @@ def _result(score, valid=True):
     return SimpleNamespace(score=score, valid=valid)
 
 
-def _traj(group, sample, example):
+def _traj(group, sample, example, finish="stop"):
     return Trajectory(
         prompt_ids=[1], response_ids=[2], rollout_logprobs=[0.0], response_mask=[1],
-        policy_version=0, finish_reason="stop", group=group, sample=sample, example=example,
+        policy_version=0, finish_reason=finish, group=group, sample=sample, example=example,
     )  # fmt: skip
 
 
@@ -33,13 +33,14 @@ class ScriptedSource:
     """Data, generation and grading of prompts named by their group's scores: prompt k of the
     data is `SCORES[k]`, its n samples score those values."""
 
-    def __init__(self, scores_per_prompt, batch_size):
+    def __init__(self, scores_per_prompt, batch_size, cut_off=()):
         self.scores, self.batch_size, self.pos, self.gen_calls = (
             scores_per_prompt,
             batch_size,
             0,
             [],
         )
+        self.cut_off = set(cut_off)  # (prompt k, sample): finished by the token budget
 
     def draw(self):
         batch = [{"k": k} for k in range(self.pos, self.pos + self.batch_size)]
@@ -49,7 +50,11 @@ class ScriptedSource:
     def generate(self, examples, g):
         self.gen_calls.append(g)
         n = len(self.scores[0])
-        return [_traj(i, j, ex) for i, ex in enumerate(examples) for j in range(n)]
+        return [
+            _traj(i, j, ex, "length" if (ex["k"], j) in self.cut_off else "stop")
+            for i, ex in enumerate(examples)
+            for j in range(n)
+        ]
 
     def score(self, trajs):
         return [_result(*self.scores[t.example["k"]][t.sample]) for t in trajs]
@@ -73,6 +78,20 @@ def test_informative_rule_matches_the_group_filter():
     assert informative([_result(1.0), _result(0.0, valid=False)])  # one valid sample: kept
     assert not informative([_result(0.0, valid=False), _result(1.0, valid=False)])
     assert not informative([_result(0.5), _result(0.5), _result(1.0, valid=False)])
+
+
+def test_a_success_cut_off_by_the_budget_scores_zero_when_truncated_responses_is_zero():
+    right_wrong = [_result(1.0), _result(0.0)]
+    assert informative(right_wrong)  # as graded
+    assert not informative(right_wrong, [True, False])  # the only success was cut off
+    assert informative(right_wrong, [False, True])  # a cut-off failure scores 0 either way
+    # In a step: prompt 0's success (sample 1) ran out of tokens, prompt 1's did not.
+    for zero, kept in ((False, [0, 1]), (True, [1, 2])):
+        src = ScriptedSource([V, V, V, V], 2, cut_off={(0, 1)})
+        out = sample_step(src.draw, src.generate, src.score, batch_size=2,
+                          max_num_gen_batches=2, zero_truncated=zero)  # fmt: skip
+        assert [ex["k"] for ex in out.examples] == kept
+        assert src.gen_calls == ([0] if not zero else [0, 1])
 
 
 def test_draws_until_enough_informative_groups_and_keeps_draw_order():
@@ -183,7 +202,8 @@ def test_one_batch_step_reports_how_many_groups_carry_signal():
         return last["trajs"]
 
     pool = SimpleNamespace(score=lambda items: src.score(last["trajs"]))
-    spec = SimpleNamespace(dynamic_sampling=False, max_num_gen_batches=3, batch_size=4, n=2)
+    spec = SimpleNamespace(dynamic_sampling=False, max_num_gen_batches=3, batch_size=4, n=2,
+                           advantage=SimpleNamespace(truncated="keep"))  # fmt: skip
 
     class Data:
         def __next__(self):  # grader_item() reads env and ground_truth

@@ -131,6 +131,13 @@ def get_config(arg=None):
     kc.target_kl = 0.1  # adaptive: KL the controller steers towards
     kc.horizon = 10000  # adaptive: steps over which it adapts
     a.entropy_coeff = 0.0  # entropy bonus weight (verl: actor.entropy_coeff)
+    # ... or an entropy target (Skywork-OR1's adaptive entropy control): a bonus only while the
+    # policy's entropy (at the rollout temperature) is below `target`, its weight walking by
+    # `delta` a step within [0, max_coeff] (mimojax/algos/entropy_control.py). 0 = off.
+    a.entropy_control = ec = ConfigDict()
+    ec.target = 0.0  # mean token entropy to hold (Skywork-OR1 used 0.2); excludes entropy_coeff
+    ec.delta = 0.005  # coefficient step per RL step
+    ec.max_coeff = 0.05  # the coefficient's ceiling
     # DAPO dynamic sampling: groups whose samples all scored the same carry no signal; they are
     # masked out of the update (verl: algorithm.filter_groups.enable; we mask, not resample).
     a.filter_groups = False  # drop (mask) zero-variance groups from the update

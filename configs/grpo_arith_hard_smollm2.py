@@ -9,9 +9,12 @@ Base rate: SmolLM2-135M-Instruct scores 9% greedy on the first 100 held-out prob
 (measured with `mimojax eval --config configs/grpo_arith_hard_smollm2.py --workdir
 runs/hard_base`, a fresh workdir = the base model); most GRPO groups of 8 are all wrong.
 
-Entropy control: clip-higher (`algorithm.clip_ratio_high` 0.28, DAPO) by default. It costs
-nothing per step, unlike KL to the reference (one more forward pass per step on 2 CPU cores)
-or an entropy bonus (which on a 135M model tends to blow entropy up instead of holding it).
+Entropy control: clip-higher (`algorithm.clip_ratio_high` 0.28, DAPO) is set, but with one
+update per step (4 prompts, one mini-batch, one epoch) the PPO ratio is exactly 1 and no clip
+ever binds (`actor/pg_clipfrac` 0 every step): it acts only with several mini-batches or PPO
+epochs. KL to the reference costs one more forward pass per step on 2 CPU cores; an entropy
+target (`algorithm.entropy_control`, Skywork-OR1's adaptive bonus) costs nothing and is
+measured in the README, not on by default.
 All-equal groups are masked out of the update (`algorithm.filter_groups`); DAPO's resampling
 (`algorithm.dynamic_sampling.enable=True`, at most 3 generation batches a step) made fewer
 updates in the same wall time and ended lower (README, "Learning where success is rare").

@@ -150,6 +150,17 @@ def _check_algorithm(cfg: ConfigDict, bad) -> None:
             "algorithm.use_kl_loss, algorithm.use_kl_in_reward: both on would apply the KL "
             "penalty twice; choose one (as verl does)"
         )
+    ec = algo.entropy_control
+    if ec.target < 0.0 or ec.delta <= 0.0 or ec.max_coeff < 0.0:
+        bad(
+            "algorithm.entropy_control: needs target >= 0 (0 = off), delta > 0, max_coeff >= 0, "
+            f"got target={ec.target}, delta={ec.delta}, max_coeff={ec.max_coeff}"
+        )
+    if ec.target > 0.0 and algo.entropy_coeff != 0.0:
+        bad(
+            "algorithm.entropy_control.target, algorithm.entropy_coeff: an entropy target sets "
+            f"the bonus weight itself; set entropy_coeff=0 (got {algo.entropy_coeff})"
+        )
     if algo.kl_ctrl.type not in KL_CTRL_TYPES:
         bad(f"algorithm.kl_ctrl.type: '{algo.kl_ctrl.type}' is not one of {KL_CTRL_TYPES}")
     dd = cfg.data.difficulty

@@ -38,6 +38,8 @@ METRIC_NAMES = {
     "actor/pg_clipfrac": "fraction of tokens whose ratio was clipped",
     "actor/ppo_kl": "mean old-vs-new logprob difference",
     "actor/entropy": "mean token entropy of the policy",
+    "actor/entropy_coeff": "entropy bonus weight the step's updates used (algorithm."
+    "entropy_control: the adaptive weight while entropy is below its target, else 0)",
     "actor/kl_loss": "KL(actor || reference) loss term",
     "actor/grad_norm": "global gradient norm before clipping",
     "actor/lr": "learning rate",

@@ -11,7 +11,7 @@ import inspect
 
 from ml_collections import ConfigDict
 
-from mimojax.algos import KLController
+from mimojax.algos import EntropyController, KLController
 from mimojax.algos.advantage_stage import AdvantageSettings
 from mimojax.algos.registry import POLICY_LOSSES
 from mimojax.data import read_rows
@@ -77,6 +77,7 @@ class LoopSpec:
     seed: int
     advantage: AdvantageSettings
     kl_ctrl: KLController
+    entropy_ctrl: EntropyController  # algorithm.entropy_control (target 0: off)
     eval_every: int
     eval_at_minutes: tuple[float, ...]
     eval_at_start: bool
@@ -175,6 +176,11 @@ def loop_spec(cfg: ConfigDict) -> LoopSpec:
         seed=int(t.seed),
         advantage=advantage_settings(cfg),
         kl_ctrl=KLController(float(kc.kl_coef), kc.type, float(kc.target_kl), float(kc.horizon)),
+        entropy_ctrl=EntropyController(
+            float(a.entropy_control.target),
+            float(a.entropy_control.delta),
+            float(a.entropy_control.max_coeff),
+        ),
         eval_every=int(t.eval_every),
         eval_at_minutes=tuple(float(m) for m in t.eval_at_minutes),
         eval_at_start=bool(ev.at_start),

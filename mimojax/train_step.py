@@ -104,10 +104,14 @@ class ActorHParams:
 
 class Counts(NamedTuple):
     """A mini-batch's global loss counts, passed to every micro-batch so that micro-batch losses
-    (and gradients) sum to the mini-batch's (DESIGN.md, "Pure algorithms")."""
+    (and gradients) sum to the mini-batch's (DESIGN.md, "Pure algorithms"); and the scalars
+    that change between updates without a recompile."""
 
     global_tokens: jax.Array  # loss tokens, at least 1
     global_seqs: jax.Array  # sequences with a loss token, at least 1
+    # The entropy bonus weight of this update when an entropy target sets it
+    # (algorithm.entropy_control); None: the static ActorHParams.entropy_coeff.
+    entropy_coeff: jax.Array | None = None
 
     @classmethod
     def of(cls, mask_BxT) -> Counts:
@@ -215,7 +219,7 @@ def _actor_loss(params, mb: TrainBatch, counts: Counts, frozen, *, graphdef, hp:
         counts.global_seqs,
         is_w,
         entropy_BxT=entropy,
-        entropy_coeff=hp.entropy_coeff,
+        entropy_coeff=hp.entropy_coeff if counts.entropy_coeff is None else counts.entropy_coeff,
         ref_logp_BxT=mb.ref_logp_BxT if hp.use_kl_loss else None,
         kl_coef=hp.kl_coef,
         kl_estimator=hp.kl_type,

@@ -57,7 +57,7 @@ class Trainer:
         self.tokenizer, self.eval_examples = self.roles.tokenizer, self.run.eval_examples
         self.traits = ADVANTAGE_ESTIMATORS.traits(self.spec.advantage.estimator)
         self.data_iter = self.run.train_data.iterator()
-        self.kl_ctrl = self.spec.kl_ctrl
+        self.kl_ctrl, self.entropy_ctrl = self.spec.kl_ctrl, self.spec.entropy_ctrl
         self.step, self.wall_s, self.total_tokens = 0, 0.0, 0
         self._evals_done_at_minutes: set[float] = set()
         self._save_s, self._saved_step, self.stop = None, None, None
@@ -96,6 +96,7 @@ class Trainer:
             "total_tokens": int(self.total_tokens),
             "evals_done_at_minutes": sorted(self._evals_done_at_minutes),
             "restarts": self.restarts,
+            "entropy_ctrl": self.entropy_ctrl.state(),
         }
         if self.spec.mode != "sync":
             meta["async_batches"] = self._consumed[0] if self._consumed else self.step
@@ -113,6 +114,7 @@ class Trainer:
         if self.critic is not None:
             self.critic.state = type(self.critic.state)(**state["critic"])
         self.kl_ctrl = dataclasses.replace(self.kl_ctrl, coef=float(state["kl_coef"]))
+        self.entropy_ctrl = self.entropy_ctrl.restored(meta.get("entropy_ctrl"))
         self.data_iter.set_state(meta["data"])
         if "async_batches" in meta:
             self._consumed = (int(meta["async_batches"]), meta["data"], meta.get("async_done"))
@@ -199,6 +201,10 @@ class Trainer:
         if self.rollouts is None:  # sync: the engine is idle and stale until the sync below
             self.roles.rollout.release()
         metrics.update(self._update(batch, timer))
+        if self.entropy_ctrl.enabled:  # the bonus this step used; the next from its entropy
+            metrics["actor/entropy_coeff"] = self.entropy_ctrl.active_coeff
+            if "actor/entropy" in metrics:  # an update ran
+                self.entropy_ctrl = self.entropy_ctrl.update(metrics["actor/entropy"])
         with timer("sync"):
             if self.rollouts is None:
                 version = self.roles.rollout.sync(self.actor.state.params)
@@ -244,6 +250,10 @@ class Trainer:
                 if mb.response_mask_BxT.sum() == 0:
                     continue  # nothing to learn from (all filtered / failed)
                 counts = Counts.of(mb.response_mask_BxT)
+                if self.entropy_ctrl.enabled:  # a jit argument: the weight moves, no recompile
+                    counts = counts._replace(
+                        entropy_coeff=jnp.float32(self.entropy_ctrl.active_coeff)
+                    )
                 if spec.micro_batch_tokens > 0:
                     stacks = mb.without_masked_rows().split_tokens(spec.micro_batch_tokens)
                 else:  # filtered groups' rows skipped: same gradient, fewer micro-batches

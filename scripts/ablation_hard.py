@@ -15,6 +15,8 @@ Variants (configs/grpo_arith_hard_smollm2.py unless named):
   trunc_zero  mask + algorithm.truncated_responses=zero: an answer cut off at 48 tokens scores 0
   trunc_zero_b8  trunc_zero with 8 prompts a step in one mini-batch (one update of 64 samples)
   trunc_zero_b8_t05  trunc_zero_b8 sampling rollouts at temperature 0.5 (the recipe's 0.7)
+  trunc_zero_b8_ent  trunc_zero_b8 + an entropy target (algorithm.entropy_control: 0.3, the
+              bonus weight walking 0.01 a step up to 0.1 while entropy is below it)
   trunc_zero_n16  trunc_zero with 16 samples per prompt (4 prompts: 64 samples in one update)
   trunc_mask  mask + algorithm.truncated_responses=mask: cut-off answers get no loss (DAPO's
               overlong filtering)
@@ -74,6 +76,17 @@ VARIANTS = {
             "--config.data.batch_size=8",
             "--config.trainer.mini_batch_size=8",
             "--config.rollout.temperature=0.5",
+        ],
+    ),
+    "trunc_zero_b8_ent": (
+        HARD,
+        [
+            "--config.algorithm.truncated_responses=zero",
+            "--config.data.batch_size=8",
+            "--config.trainer.mini_batch_size=8",
+            "--config.algorithm.entropy_control.target=0.3",
+            "--config.algorithm.entropy_control.delta=0.01",
+            "--config.algorithm.entropy_control.max_coeff=0.1",
         ],
     ),
     "trunc_zero_n16": (

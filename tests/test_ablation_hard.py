@@ -108,6 +108,7 @@ def test_every_variant_command_is_a_valid_config(variant):
         assert cfg.data.batch_size == cfg.trainer.mini_batch_size == 8
     assert cfg.rollout.temperature == (0.5 if variant.endswith("_t05") else 0.7)
     assert cfg.rollout.n == (16 if variant.endswith("_n16") else 8)
+    assert cfg.algorithm.entropy_control.target == (0.3 if variant.endswith("_ent") else 0.0)
 
 
 def test_a_run_without_its_group_size_is_an_error(tmp_path):

@@ -1,6 +1,8 @@
 """The update scaffold: micro-batch gradients sum to the full mini-batch's, for the actor and
 the critic, whether the mini-batch is one micro-batch, row micro-batches or token-budget ones."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -196,3 +198,25 @@ def test_counts():
     assert float(c.global_tokens) == 3.0 and float(c.global_seqs) == 2.0
     c0 = Counts.of(np.zeros((2, 3)))  # never a division by zero
     assert float(c0.global_tokens) == 1.0 and float(c0.global_seqs) == 1.0
+
+
+def test_a_dynamic_entropy_coefficient_is_the_static_one_without_a_recompile():
+    """Counts.entropy_coeff (an entropy target's weight) gives the loss and gradient of the same
+    static ActorHParams.entropy_coeff, and one compiled update serves every value."""
+    model, _ = _models()
+    graphdef, params = _split(model)
+    tb = _batch(4).split_rows(4)
+    counts = Counts.of(tb.response_mask_BxT)
+    grads_fn = jax.jit(functools.partial(actor_grads, graphdef=graphdef, hp=ActorHParams()))
+    for coeff in (0.0, 0.05):
+        static = ActorHParams(entropy_coeff=coeff)
+        loss_s, grads_s, m_s = actor_grads(params, tb, counts, graphdef=graphdef, hp=static)
+        dyn = counts._replace(entropy_coeff=jnp.asarray(coeff))
+        loss_d, grads_d, _ = grads_fn(params, tb, dyn)
+        np.testing.assert_allclose(float(loss_d), float(loss_s), rtol=1e-12)
+        _assert_trees_close(grads_d, grads_s, atol=1e-12)
+        # the bonus enters as -coeff * entropy: the loss moves by exactly that
+        entropy = float(m_s["actor/entropy"])
+        pg = float(m_s["actor/pg_loss"])
+        np.testing.assert_allclose(float(loss_s) + coeff * entropy, pg, rtol=1e-5)
+    assert grads_fn._cache_size() == 1

@@ -34,6 +34,7 @@ from mimojax.algos.batch_filters import (
     overlong_penalty,
 )
 from mimojax.algos.checks import AGG_MODES, check_shapes
+from mimojax.algos.entropy_control import EntropyController
 from mimojax.algos.kl import KLController, adaptive_kl_coef, apply_kl_penalty, kl_loss
 from mimojax.algos.policy_base import register_policy_loss
 from mimojax.algos.registry import (
@@ -56,6 +57,7 @@ __all__ = [
     "AdvantageInputs",
     "AdvantageOutput",
     "AdvantageSettings",
+    "EntropyController",
     "EstimatorTraits",
     "KLController",
     "Registry",

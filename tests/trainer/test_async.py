@@ -60,8 +60,13 @@ def test_async_with_bound_zero_reproduces_sync(tmp_path, overrides):
                    "trainer.max_off_policy_steps=0")  # fmt: skip
     assert not off.actor.on_policy  # old log-probs recomputed: the loss's off-policy path
     off.train()
+    # The two paths differ at rounding level (ratio's denominator: the current log-prob with
+    # its gradient stopped vs a recomputed pass), and Adam's first steps divide each gradient
+    # by its own magnitude, so a near-zero coordinate can move by a visible fraction of lr:
+    # with jax 0.10.2, 1 of 16384 weights differed by 3e-6 after 3 updates of at most
+    # 3 x lr = 3e-4. 1e-5 still fails any real divergence (a different sample or update).
     for want, got in zip(_params(sync), _params(off), strict=True):
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
     rows = _rows(tmp_path / "async")
     assert [r["async/staleness/max"] for r in rows] == [0.0, 0.0, 0.0]
     for want, got in zip(_rows(tmp_path / "sync"), rows, strict=True):

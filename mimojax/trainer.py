@@ -242,6 +242,9 @@ class Trainer:
         spec, critic, B = self.spec, self.critic, batch.input_ids_BxT.shape[0]
         rng = np.random.default_rng([spec.seed, self.step])
         train_actor = critic is None or self.step >= critic.warmup_steps
+        # An entropy target's weight for this step: a jit argument, so it moves without a recompile
+        ctrl = self.entropy_ctrl
+        entropy_coeff = jnp.float32(ctrl.active_coeff) if ctrl.enabled else None
         per_update = []
         for _ in range(spec.ppo_epochs):
             order = rng.permutation(B) if spec.shuffle_mini_batches else np.arange(B)
@@ -249,11 +252,7 @@ class Trainer:
                 mb = batch.take(order[s : s + spec.mini_batch_size * spec.n])
                 if mb.response_mask_BxT.sum() == 0:
                     continue  # nothing to learn from (all filtered / failed)
-                counts = Counts.of(mb.response_mask_BxT)
-                if self.entropy_ctrl.enabled:  # a jit argument: the weight moves, no recompile
-                    counts = counts._replace(
-                        entropy_coeff=jnp.float32(self.entropy_ctrl.active_coeff)
-                    )
+                counts = Counts.of(mb.response_mask_BxT)._replace(entropy_coeff=entropy_coeff)
                 if spec.micro_batch_tokens > 0:
                     stacks = mb.without_masked_rows().split_tokens(spec.micro_batch_tokens)
                 else:  # filtered groups' rows skipped: same gradient, fewer micro-batches

@@ -51,6 +51,12 @@ from mimojax.report_summary import read_run_info
 
 KEY = "val-core/math/acc/greedy"
 HARD = "configs/grpo_arith_hard_smollm2.py"
+# trunc_zero with 8 prompts a step in one mini-batch: the base of the trunc_zero_b8* variants
+ZERO_B8 = [
+    "--config.algorithm.truncated_responses=zero",
+    "--config.data.batch_size=8",
+    "--config.trainer.mini_batch_size=8",
+]
 VARIANTS = {
     "plain": (HARD, ["--config.algorithm.filter_groups=False"]),
     "mask": (HARD, []),
@@ -61,29 +67,12 @@ VARIANTS = {
         ["--config.reward.overlong_buffer.enable=True", "--config.reward.overlong_buffer.len=16"],
     ),
     "trunc_zero": (HARD, ["--config.algorithm.truncated_responses=zero"]),
-    "trunc_zero_b8": (
-        HARD,
-        [
-            "--config.algorithm.truncated_responses=zero",
-            "--config.data.batch_size=8",
-            "--config.trainer.mini_batch_size=8",
-        ],
-    ),
-    "trunc_zero_b8_t05": (
-        HARD,
-        [
-            "--config.algorithm.truncated_responses=zero",
-            "--config.data.batch_size=8",
-            "--config.trainer.mini_batch_size=8",
-            "--config.rollout.temperature=0.5",
-        ],
-    ),
+    "trunc_zero_b8": (HARD, ZERO_B8),
+    "trunc_zero_b8_t05": (HARD, [*ZERO_B8, "--config.rollout.temperature=0.5"]),
     "trunc_zero_b8_ent": (
         HARD,
         [
-            "--config.algorithm.truncated_responses=zero",
-            "--config.data.batch_size=8",
-            "--config.trainer.mini_batch_size=8",
+            *ZERO_B8,
             "--config.algorithm.entropy_control.target=0.3",
             "--config.algorithm.entropy_control.delta=0.01",
             "--config.algorithm.entropy_control.max_coeff=0.1",

@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	# JetStream's orchestrator for tests/engine/test_jetstream_conformance.py; --no-deps keeps out
 	# seqio/TensorFlow (the [jetstream] extra above holds what it really imports).
 	$(BIN)/pip install -q --no-deps google-jetstream==0.2.2
-	# Model-written code runs under bubblewrap (mimojax/sandbox.py): as root, install it (apt-get
+	# Model-written code runs under bubblewrap (mimojax/sandbox/bwrap.py): as root, install it (apt-get
 	# update only if the plain install fails); otherwise say the one command. Never fatal.
 	@command -v bwrap >/dev/null || if [ "$$(id -u)" = 0 ]; then \
 		apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && \

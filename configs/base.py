@@ -11,7 +11,7 @@ Hardware: any. Time / reward: not applicable.
 from ml_collections import ConfigDict
 from ml_collections.config_dict import placeholder
 
-from mimojax.config import parse_config_args
+from mimojax.config.loader import parse_config_args
 
 
 def get_config(arg=None):
@@ -53,9 +53,10 @@ def get_config(arg=None):
     ov.mlp = placeholder(str)  # MLP intermediate size
     ov.layers = placeholder(str)  # stacked-layer axis
 
-    # Where each role runs (mimojax/roles.py). Colocated by default: actor, reference, critic and
-    # the rollout engine time-share every device on the `mesh` above. Giving the rollout its own
-    # device indices splits the roles: weights are resharded onto the rollout mesh at each sync.
+    # Where each role runs (mimojax/train/roles.py). Colocated by default: actor, reference,
+    # critic and the rollout engine time-share every device on the `mesh` above. Giving the rollout
+    # its own device indices splits the roles: weights are resharded onto the rollout mesh at each
+    # sync.
     cfg.roles = roles = ConfigDict()
     roles.actor = ra = ConfigDict()
     ra.devices = ()  # indices into jax.devices() for actor/reference/critic; () = all the rest
@@ -76,8 +77,8 @@ def get_config(arg=None):
     d.batch_size = 32  # prompts per RL step (verl: data.train_batch_size)
     d.system_prompt = placeholder(str)  # system message put before plain-prompt rows; None = none
     d.default_env = placeholder(str)  # grader for rows without an "env" field; None = required
-    # Difficulty-aware sampling (mimojax/difficulty.py): prompts whose graded samples so far all
-    # passed or all failed are drawn with probability `floor` instead of 1 (history kept across
+    # Difficulty-aware sampling (mimojax/data/difficulty.py): prompts whose graded samples so far
+    # all passed or all failed are drawn with probability `floor` instead of 1 (history kept across
     # epochs, checkpointed with the data position); data/difficulty/* metrics.
     d.difficulty = dd = ConfigDict()
     dd.enable = False  # draw prompts by their solve history (off: every prompt equally)
@@ -105,7 +106,7 @@ def get_config(arg=None):
     ag.max_wall_s = 120.0  # wall-clock seconds per trajectory
     ag.reuse_kv = True  # later turns continue the earlier turns' KV cache (prefill new tokens)
 
-    # Model-written code (tools and graders) runs under bubblewrap; see mimojax/sandbox.py.
+    # Model-written code (tools and graders) runs under bubblewrap; see mimojax/sandbox/bwrap.py.
     cfg.sandbox = sb = ConfigDict()
     sb.timeout_s = 5.0  # wall-clock limit of one tool call
     sb.memory_mb = 512  # address-space limit of one tool call
@@ -245,8 +246,8 @@ def get_config(arg=None):
     # what the platform allows between SIGTERM and SIGKILL (docker stop: 10 s, Kubernetes: 30 s).
     ck.preemption_grace_s = 30.0  # seconds; a stop whose save takes longer says so
 
-    # Prices for the cost figures of the report and dashboard (mimojax/run_costs.py); recorded in
-    # run_info.json. 0 = unknown: then they show device- and CPU-seconds but no $.
+    # Prices for the cost figures of the report and dashboard (mimojax/observe/run_costs.py);
+    # recorded in run_info.json. 0 = unknown: then they show device- and CPU-seconds but no $.
     cfg.cost = co = ConfigDict()
     co.device_per_hour = 0.0  # $ per accelerator-hour (each of the run's devices, held all along)
     co.cpu_per_hour = 0.0  # $ per host CPU-core-hour (each core of the trainer host)

@@ -46,7 +46,7 @@ Expected: idle 2-core box (1-min load median 1.9), 15 min: held-out greedy 0.09 
 
 from pathlib import Path
 
-from mimojax.config import load_config, parse_config_args
+from mimojax.config.loader import load_config, parse_config_args
 from mimojax.envs.math.tasks import DATA_DIR
 
 ARGS = {

@@ -16,7 +16,7 @@ Expected: see README "Default job" for held-out accuracy before / after and the 
 
 from pathlib import Path
 
-from mimojax.config import load_config, parse_config_args
+from mimojax.config.loader import load_config, parse_config_args
 from mimojax.envs.math.tasks import DATA_DIR
 
 ARGS = {
@@ -100,7 +100,7 @@ def get_config(arg=None):
 # (memory_analysis(): activations of 16 rows x ~88 tokens x 30 layers without remat, plus the
 # gradient carry and the optimizer's jnp.where keep) on top of ~1.5 GB of freed-but-kept glibc
 # heap. Now: remat "full" + micro-batch 8 -> 1.28 GB temporaries; the skip-on-non-finite is a
-# lax.cond (train_step.py); the engine's weights are dropped during the update (Rollout.release)
-# and mimojax train pins glibc's mmap threshold (cli_train.py). Gradients: micro-batch 16 -> 8
+# lax.cond (train/step.py); the engine's weights are dropped during the update (Rollout.release)
+# and mimojax train pins glibc's mmap threshold (cli/train.py). Gradients: micro-batch 16 -> 8
 # alone changes them by 2e-7 (relative L2); remat "full" by 5e-5, which is f32 rounding: the
 # remat "none" gradient itself is 1.1e-4 from a float64-matmul reference on the same batch.

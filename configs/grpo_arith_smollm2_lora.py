@@ -18,7 +18,7 @@ Expected: held-out greedy accuracy (first 100 problems) 0.29 -> 0.72 after 302 s
 
 from pathlib import Path
 
-from mimojax.config import load_config, parse_config_args
+from mimojax.config.loader import load_config, parse_config_args
 
 ARGS = {
     "seed": 0,  # data shuffle, sampling, trainer and adapter-init seeds

@@ -15,7 +15,7 @@ Expected: a working loop, not a lift: SmolLM2-135M rarely emits a well-formed to
 
 from pathlib import Path
 
-from mimojax.config import load_config, parse_config_args
+from mimojax.config.loader import load_config, parse_config_args
 from mimojax.envs.code.tasks import DATA_DIR
 
 ARGS = {

@@ -15,7 +15,7 @@ Expected: a working loop, not a lift (README "Task worlds" has the measured numb
 import importlib.util
 from pathlib import Path
 
-from mimojax.config import load_config, parse_config_args
+from mimojax.config.loader import load_config, parse_config_args
 from mimojax.envs.cyber.tasks import DATA_DIR
 
 ARGS = {"seed": 0, "minutes": 15.0, "runlocal": False, "model": "smollm2-135m-instruct"}

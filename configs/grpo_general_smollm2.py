@@ -19,7 +19,7 @@ Expected: a working loop; the rule items move first (format, length), see envs/g
 import os
 from pathlib import Path
 
-from mimojax.config import load_config, parse_config_args
+from mimojax.config.loader import load_config, parse_config_args
 from mimojax.envs.general.tasks import DATA_DIR
 
 ARGS = {

@@ -19,7 +19,7 @@ Expected: seed 0, idle 2-core box, 15 min, with dynamic sampling (the hard recip
 
 from pathlib import Path
 
-from mimojax.config import load_config, parse_config_args
+from mimojax.config.loader import load_config, parse_config_args
 
 ARGS = {
     "seed": 0,  # data shuffle, sampling and trainer seeds

@@ -20,7 +20,7 @@ Expected: not measured here (no GPU on the machine these configs were written on
 
 from pathlib import Path
 
-from mimojax.config import ConfigError, load_config, parse_config_args
+from mimojax.config.loader import ConfigError, load_config, parse_config_args
 from mimojax.envs.math.tasks import DATA_DIR
 
 ARGS = {

@@ -15,7 +15,7 @@ Expected: not measured on an accelerator yet; `:runlocal` runs 2 steps in ~2 min
 
 from pathlib import Path
 
-from mimojax.config import load_config, parse_config_args
+from mimojax.config.loader import load_config, parse_config_args
 from mimojax.envs.math.tasks import DATA_DIR
 
 ARGS = {

@@ -12,7 +12,7 @@ Expected: 3 steps in well under a minute on 2 CPU cores; reward stays near zero.
 
 from pathlib import Path
 
-from mimojax.config import load_config, parse_config_args
+from mimojax.config.loader import load_config, parse_config_args
 from mimojax.envs.math.tasks import DATA_DIR
 
 ARGS = {

@@ -15,7 +15,7 @@ Expected: a working loop, not a lift: not yet measured with SmolLM2 on this worl
 import importlib.util
 from pathlib import Path
 
-from mimojax.config import load_config, parse_config_args
+from mimojax.config.loader import load_config, parse_config_args
 from mimojax.envs.visual.tasks import DATA_DIR
 
 ARGS = {

@@ -13,7 +13,7 @@ Expected: not measured yet beyond the few-step test (tests/trainer/test_recipes.
 
 from pathlib import Path
 
-from mimojax.config import load_config, parse_config_args
+from mimojax.config.loader import load_config, parse_config_args
 
 ARGS = {
     "seed": 0,  # data shuffle, sampling and trainer seeds

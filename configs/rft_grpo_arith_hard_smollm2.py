@@ -1,6 +1,6 @@
 """Rejection-sampling warm-up (RFT), then GRPO, on the hard arithmetic mix.
 
-Phase 1 (`mimojax sft --from-rollouts`, mimojax/rft.py): SmolLM2-135M-Instruct samples
+Phase 1 (`mimojax sft --from-rollouts`, mimojax/sft/rft.py): SmolLM2-135M-Instruct samples
 `sft.rft.n` answers to each of the first `sft.rft.num_prompts` training prompts, the math
 grader keeps the correct ones (deduplicated, at most `sft.rft.max_per_prompt` per prompt),
 WORKDIR/rft_data.jsonl holds them as chat rows, and `sft.rft.steps` steps of fine-tuning on the
@@ -52,7 +52,7 @@ from pathlib import Path
 
 from ml_collections import ConfigDict
 
-from mimojax.config import load_config, parse_config_args
+from mimojax.config.loader import load_config, parse_config_args
 
 ARGS = {
     "seed": 0,  # data shuffle, sampling and trainer seeds
@@ -72,7 +72,7 @@ def get_config(arg=None):
     spec += ",passk" if args["passk"] else ""
     cfg = load_config(spec)
     with cfg.unlocked():
-        cfg.sft = ConfigDict()  # the warm-up's knobs (mimojax/rft.py; defaults in RFT_DEFAULTS)
+        cfg.sft = ConfigDict()  # the warm-up's knobs (mimojax/sft/rft.py; defaults in RFT_DEFAULTS)
         cfg.sft.rft = ConfigDict(
             {
                 "n": 16,  # samples per training prompt

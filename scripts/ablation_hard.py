@@ -46,8 +46,8 @@ import re
 import subprocess
 import sys
 
-from mimojax.metrics import read_metrics
-from mimojax.report_summary import read_run_info
+from mimojax.observe.metrics import read_metrics
+from mimojax.observe.summary import read_run_info
 
 KEY = "val-core/math/acc/greedy"
 HARD = "configs/grpo_arith_hard_smollm2.py"
@@ -95,7 +95,7 @@ def command(
     config, extra = VARIANTS[variant]
     verb = ["sft", "--from-rollouts", "--then-train"] if variant == "rft" else ["train"]
     spec = f"{config}:seed={seed},minutes={minutes}"
-    cli = [sys.executable, "-m", "mimojax.cli", *verb, "--config", spec, "--workdir", workdir]
+    cli = [sys.executable, "-m", "mimojax.cli.main", *verb, "--config", spec, "--workdir", workdir]
     data = [f"--config.data.train_files=('{train_file}',)"] if train_file else []
     return cli + extra + data
 

@@ -18,7 +18,7 @@ import statistics
 import subprocess
 import sys
 
-from mimojax.metrics import read_metrics
+from mimojax.observe.metrics import read_metrics
 
 KEY = "val-core/math/acc/greedy"
 
@@ -99,7 +99,8 @@ def main() -> None:
             at = "(" + ",".join(str(m) for m in args.eval_minutes) + ",)"
             config = f"configs/grpo_arith_smollm2.py:seed={args.seed},minutes={args.minutes}"
             cmd = [
-                sys.executable, "-m", "mimojax.cli", "train", "--workdir", wd, "--config", config,
+                sys.executable, "-m", "mimojax.cli.main", "train", "--workdir", wd,
+                "--config", config,
                 f"--config.trainer.mode={mode}", "--config.eval.at_start=False",
                 f"--config.trainer.eval_at_minutes={at}",
             ]  # fmt: skip

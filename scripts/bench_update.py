@@ -27,7 +27,7 @@ from flax import nnx
 
 from mimojax.models import load_model
 from mimojax.rollout.batch import TrainBatch
-from mimojax.train_step import ActorHParams, Counts, actor_grads
+from mimojax.train.step import ActorHParams, Counts, actor_grads
 
 
 def _batch(b, p, r, vocab, seed=0):

@@ -67,7 +67,7 @@ def export_hf(hf_dir: Path, n_check: int = 3) -> None:
 
     code = f"""
 import json
-from mimojax.data import chat_messages
+from mimojax.data.prompts import chat_messages
 from mimojax.models import load_model, save_hf
 from mimojax.models.tokenizer import encode_chat
 rows = [json.loads(l) for l in open({str(DATA_DIR / "arith_test.jsonl")!r})][:{n_check}]
@@ -84,12 +84,12 @@ json.dump(ids, open({str(hf_dir / "bench_prompt_ids.json")!r}, "w"))
 
 
 def run_mimojax(args, workdir: Path) -> dict:
-    from mimojax.metrics import read_metrics
+    from mimojax.observe.metrics import read_metrics
 
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     cmd = [
-        sys.executable, "-m", "mimojax.cli", "train",
+        sys.executable, "-m", "mimojax.cli.main", "train",
         "--config", f"{CONFIG}:seed={args.seed},minutes={args.minutes}",
         "--workdir", str(workdir),
         f"--config.eval.max_examples={args.eval_examples}",

@@ -11,7 +11,7 @@ KEY = "val-core/math/acc/greedy"
 
 
 def job_config(seed: int, minutes: float):
-    from mimojax.config import load_config
+    from mimojax.config.loader import load_config
 
     return load_config(f"{CONFIG}:seed={seed},minutes={minutes}")
 

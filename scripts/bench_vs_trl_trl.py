@@ -43,7 +43,7 @@ def run_trl(args, workdir: Path, hf_dir: Path) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from mimojax.data import read_rows
+    from mimojax.data.prompts import read_rows
     from mimojax.envs.math.grader import grade
     from mimojax.envs.math.tasks import DATA_DIR
 

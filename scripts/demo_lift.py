@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 
-from mimojax.metrics import read_metrics
+from mimojax.observe.metrics import read_metrics
 
 KEY = "val-core/math/acc/greedy"
 
@@ -78,7 +78,7 @@ def main() -> int:
             cmd = [
                 sys.executable,
                 "-m",
-                "mimojax.cli",
+                "mimojax.cli.main",
                 "train",
                 "--config",
                 f"configs/grpo_arith_smollm2.py:seed={seed},minutes={args.minutes}",

@@ -366,7 +366,7 @@ def engine_vs_hf(workdir: str, shape: str, batches: list[int], new_tokens: int, 
 def train_mfu(workdir: str, shape: str, impls, micro: int, prompt: int, response: int, peak):
     from bench_update import _batch
 
-    from mimojax.train_step import ActorHParams, Counts, actor_grads
+    from mimojax.train.step import ActorHParams, Counts, actor_grads
 
     rows, out = [], {"shape": shape, "micro": micro, "prompt": prompt, "response": response}
     _, model, torch, _ = make_pair(shape, "float32", workdir)

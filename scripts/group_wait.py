@@ -19,9 +19,9 @@ import os
 import statistics
 import time
 
-import mimojax.trainer as trainer_module
-from mimojax.config import load_config
-from mimojax.metrics import read_metrics
+import mimojax.train.trainer as trainer_module
+from mimojax.config.loader import load_config
+from mimojax.observe.metrics import read_metrics
 from mimojax.rollout.stream import stream_rollouts
 
 RUNS = {

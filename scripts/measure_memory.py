@@ -87,8 +87,8 @@ def _wrap(owner, attr: str, name: str | None = None):
 
 
 def _patch():
-    import mimojax.metrics as metrics
-    import mimojax.trainer as trainer_mod
+    import mimojax.observe.metrics as metrics
+    import mimojax.train.trainer as trainer_mod
 
     timer_call = metrics.Timer.__call__.__wrapped__  # the undecorated generator
 
@@ -99,7 +99,7 @@ def _patch():
 
     metrics.Timer.__call__ = timed
     _wrap(trainer_mod, "build_run")
-    import mimojax.roles as roles
+    import mimojax.train.roles as roles
 
     _wrap(roles, "load_actor_model", "load_model")
     _wrap(roles, "engine_from_config", "engine_init")
@@ -135,8 +135,8 @@ def main():
     args = ap.parse_args()
     _args["trim"] = args.trim
     shutil.rmtree(args.workdir, ignore_errors=True)
-    from mimojax.cli_train import fixed_mmap_threshold
-    from mimojax.config import load_config
+    from mimojax.cli.train import fixed_mmap_threshold
+    from mimojax.config.loader import load_config
 
     fixed_mmap_threshold()  # as `mimojax train` does
 

@@ -14,7 +14,7 @@ The budget clock (`--clock`):
   training steps only; evaluation, checkpointing and start-up are excluded. On a shared box
   this is the run's own work, which other processes' load inflates far less than wall time.
 - `wall` (accelerators): training wall seconds (the trainer's `perf/wall_s` clock, evaluation
-  excluded) x the number of devices: device-seconds as `mimojax/run_costs.py` bills them.
+  excluded) x the number of devices: device-seconds as `mimojax/observe/run_costs.py` bills them.
 An arm stops after the step that crosses the budget (the overshoot is reported: "spent").
 Held-out is evaluated at the start (once, on the first arm, and shared: every arm starts from
 the same weights and greedy decoding), when the clock crosses each of `--eval-fractions` of the
@@ -47,7 +47,7 @@ import subprocess
 import sys
 import time
 
-from mimojax.metrics import read_metrics
+from mimojax.observe.metrics import read_metrics
 
 DEFAULT_CONFIG = "configs/grpo_arith_smollm2.py"
 DONE = "arm_done.json"
@@ -157,7 +157,7 @@ def budget_trainer(budget_s: float, clock: Clock, eval_fractions=(), **kw):
     """A Trainer that stops when its training steps have spent `budget_s` on `clock`, and also
     evaluates when the spend first crosses each fraction of the budget. Logs `perf/device_s`
     (cumulative spend on the clock) and `perf/cpu_s` / `perf/budget_s` on every step."""
-    from mimojax.trainer import Trainer
+    from mimojax.train.trainer import Trainer
 
     class BudgetTrainer(Trainer):
         spent = 0.0
@@ -188,8 +188,8 @@ def run_arm(spec: dict, progress: bool = True) -> dict:
     """Trains one arm in this process (`spec` as written by `prepare_arm`); returns its record."""
     import jax
 
-    from mimojax.cli_train import fixed_mmap_threshold
-    from mimojax.config import load_config
+    from mimojax.cli.train import fixed_mmap_threshold
+    from mimojax.config.loader import load_config
 
     fixed_mmap_threshold()
     cfg = load_config(spec["config"], spec["overrides"])
@@ -217,7 +217,7 @@ def run_arm(spec: dict, progress: bool = True) -> dict:
 def prepare_arm(arm: dict, args, first: bool) -> dict:
     """The arm's workdir (emptied unless done) and its spec (config, overrides, budget)."""
     wd = os.path.join(args.out, arm["label"])
-    from mimojax.config import load_config
+    from mimojax.config.loader import load_config
 
     base, train_files = load_config(args.config, args.override), None
     if arm["effort"] is not None:

@@ -20,7 +20,7 @@ def live_server(model: str = "tiny-random-llama", *args: str, timeout_s: float =
     """Yields the base URL (http://127.0.0.1:PORT/v1) of a `mimojax serve` subprocess."""
     port = free_port()
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
-    cmd = [sys.executable, "-m", "mimojax.cli", "serve", "--model", model, "--port", str(port)]
+    cmd = [sys.executable, "-m", "mimojax.cli.main", "serve", "--model", model, "--port", str(port)]
     proc = subprocess.Popen(
         [*cmd, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

@@ -90,9 +90,9 @@ def test_commands_name_the_variant_configs():
 
 @pytest.mark.parametrize("variant", sorted(ah.VARIANTS))
 def test_every_variant_command_is_a_valid_config(variant):
-    from mimojax.cli import split_config_overrides
-    from mimojax.config import load_config
-    from mimojax.config_validate import validate
+    from mimojax.cli.main import split_config_overrides
+    from mimojax.config.loader import load_config
+    from mimojax.config.validate import validate
 
     cmd = ah.command(variant, 2, 15.0, "W")
     spec = cmd[cmd.index("--config") + 1]

@@ -16,7 +16,7 @@ SCRIPTS = sorted(LAUNCH.glob("*.sh"))
 def _cli_wrapper(tmp_path) -> str:
     """A `mimojax` for $MIMOJAX that runs this interpreter's package (installed or not)."""
     wrapper = tmp_path / "mimojax"
-    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m mimojax.cli "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m mimojax.cli.main "$@"\n')
     wrapper.chmod(0o755)
     return str(wrapper)
 

@@ -167,9 +167,10 @@ def test_grader_effort_arms_cut_the_graders_work(tmp_path, monkeypatch):
     """Two real tiny code-world arms that differ only in E (`2x4x1` vs `2x4`: 1 hidden test
     per trajectory vs all): the capped arm's grader runs 1 test per sample in the sandbox and
     spends less grader CPU per sample; held-out evaluation grades every test in both."""
-    from mimojax import rewards, sandbox
     from mimojax.envs.code import grader
     from mimojax.envs.code.tasks_data import TASKS, TEST_IDS
+    from mimojax.rewards import pool as rewards
+    from mimojax.sandbox import bwrap as sandbox
 
     if not sandbox.available():
         pytest.skip("bubblewrap (bwrap) is missing or cannot create namespaces here; the code "

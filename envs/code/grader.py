@@ -11,7 +11,7 @@ import re
 
 from mimojax.envs.code.harness import run_tests
 from mimojax.envs.code.tasks_data import TASKS
-from mimojax.rewards import register_reward
+from mimojax.rewards.pool import register_reward
 
 SOLUTION_FILE = "solution.py"
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)```", re.DOTALL)

@@ -16,7 +16,7 @@ import secrets
 from collections.abc import Sequence
 from pathlib import Path
 
-from mimojax.sandbox import SandboxResult, SandboxSession, run_untrusted
+from mimojax.sandbox.bwrap import SandboxResult, SandboxSession, run_untrusted
 
 RUNNER_SOURCE = Path(__file__).with_name("sandbox_runner.py").read_text()
 PER_TEST_TIMEOUT_S = 2.0

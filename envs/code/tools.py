@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from mimojax.envs.code.harness import run_tests
 from mimojax.rollout.tools import Tool, ToolEnv, ToolSettings, register_tool_env
-from mimojax.sandbox import SandboxSession
+from mimojax.sandbox.bwrap import SandboxSession
 
 MAX_FILE_CHARS = 100_000
 MAX_STREAM_CHARS = 1500  # of stdout and of stderr, in one observation

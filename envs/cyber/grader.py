@@ -14,7 +14,7 @@ import secrets
 
 from mimojax.envs.cyber.catalog import INPUT_FILE, program_for
 from mimojax.envs.cyber.target import run_target
-from mimojax.rewards import register_reward
+from mimojax.rewards.pool import register_reward
 
 _FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 

@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 
 from mimojax.envs.cyber.catalog import INPUT_FILE, Program
-from mimojax.sandbox import SandboxResult, SandboxSession, run_untrusted
+from mimojax.sandbox.bwrap import SandboxResult, SandboxSession, run_untrusted
 
 RUNNER_SOURCE = Path(__file__).with_name("target_runner.py").read_text()
 TARGET_TIMEOUT_S = 2.0

@@ -14,7 +14,7 @@ from collections import defaultdict
 from mimojax.envs.general import judge as judge_lib
 from mimojax.envs.general.rubric import check
 from mimojax.envs.general.tasks_data import TASKS_BY_ID
-from mimojax.rewards import register_reward
+from mimojax.rewards.pool import register_reward
 
 
 def rubric_of(ground_truth: str, extra: dict) -> tuple[list[dict], str]:

@@ -11,7 +11,7 @@ import re
 
 import sympy
 
-from mimojax.rewards import register_reward
+from mimojax.rewards.pool import register_reward
 
 # A number token: thousands commas ("1,234"), decimals, a fraction ("3/4", "3 / 4"). The
 # minus sign counts only when glued to the digits and not to a preceding digit or word

@@ -1,6 +1,7 @@
 """Templated arithmetic word problems with exact answers, and the fixed train / held-out files.
 
-Each problem is a row for `mimojax.data` ({"prompt", "ground_truth", "env": "math", "extra"}).
+Each problem is a row for `mimojax.data.prompts`
+({"prompt", "ground_truth", "env": "math", "extra"}).
 The held-out split is generated from its own seed and every train question that also occurs in
 it is dropped, so evaluation never sees a training prompt.
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from mimojax.rewards import register_reward
+from mimojax.rewards.pool import register_reward
 
 RULES = (
     "key",

@@ -1,6 +1,6 @@
 """Visual world: HTML/CSS pages rendered in headless chromium, scored by SSIM and DOM checks.
 
-Importing it registers the "visual" grader (`mimojax.rewards.get_reward_fn("visual")`).
+Importing it registers the "visual" grader (`mimojax.rewards.pool.get_reward_fn("visual")`).
 """
 
 from mimojax.envs.visual import grader  # noqa: F401  (registers the "visual" reward function)

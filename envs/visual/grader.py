@@ -19,7 +19,7 @@ import re
 import numpy as np
 
 from mimojax.envs.visual.render import renderer
-from mimojax.rewards import register_reward
+from mimojax.rewards.pool import register_reward
 
 DIMS = ("format", "ssim", "visual", "dom")
 MAX_CHARS = 50_000

@@ -1,6 +1,6 @@
 """Model architectures without weights: a table of public ones, and `architecture_config`.
 
-The planner (mimojax/planner.py) sizes a run before anyone has the weights, so it needs a
+The planner (mimojax/plan/run_shape.py) sizes a run before anyone has the weights, so it needs a
 model's shape from its name alone. The table holds the shape fields of each model's published
 `config.json` (Hugging Face hub, `Qwen/<name>` and `HuggingFaceTB/SmolLM2-135M-Instruct`),
 copied by hand; nothing here is downloaded.

@@ -246,7 +246,7 @@ _STD_NORMED = ("grpo", "grpo_passk", "grpo_vectorized", "gdpo")  # trainer.py be
 
 
 def trainer_before(name, b, coef, kl_type, norm_by_std):
-    """mimojax/trainer.py's `with timer("adv"):` block before the stage (all switches on)."""
+    """mimojax/train/trainer.py's `with timer("adv"):` block before the stage (all switches on)."""
     metrics = {}
     mask = b.mask.astype(np.float32)
     old, refl = b.old.astype(np.float32), b.refl.astype(np.float32)

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from mimojax.algos import AdvantageInputs, AdvantageSettings, advantage_stage
-from mimojax.config import load_config
-from mimojax.config_error import ConfigError
-from mimojax.config_validate import validate
-from mimojax.metrics import rollout_batch_metrics
+from mimojax.config.errors import ConfigError
+from mimojax.config.loader import load_config
+from mimojax.config.validate import validate
+from mimojax.observe.metrics import rollout_batch_metrics
 from mimojax.rollout.batch import build_batch
 from mimojax.rollout.trajectory import Trajectory
 

@@ -10,7 +10,7 @@ import urllib.request
 import openai
 import pytest
 
-from mimojax import cli
+from mimojax.cli import main as cli
 from tests.live_server import live_server
 
 MODEL = "tiny-random-llama"

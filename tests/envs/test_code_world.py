@@ -7,8 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from mimojax import sandbox
-from mimojax.data import read_rows
+from mimojax.data.prompts import read_rows
 from mimojax.envs.code.grader import grade, last_code_block
 from mimojax.envs.code.harness import run_tests
 from mimojax.envs.code.tasks import (
@@ -18,8 +17,9 @@ from mimojax.envs.code.tasks import (
     split_rows,
 )
 from mimojax.envs.code.tasks_data import TASKS, TEST_IDS
-from mimojax.rewards import get_reward_fn
+from mimojax.rewards.pool import get_reward_fn
 from mimojax.rollout.tools import ToolSettings, make_tool_env
+from mimojax.sandbox import bwrap as sandbox
 
 pytestmark = pytest.mark.skipif(
     not sandbox.available(),

@@ -6,8 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from mimojax import sandbox
-from mimojax.data import read_rows
+from mimojax.data.prompts import read_rows
 from mimojax.envs.cyber.catalog import (
     DUMMY_FLAG,
     PROGRAMS,
@@ -18,8 +17,9 @@ from mimojax.envs.cyber.catalog import (
 from mimojax.envs.cyber.grader import grade
 from mimojax.envs.cyber.target import run_target
 from mimojax.envs.cyber.tasks import DATA_DIR, split_rows
-from mimojax.rewards import get_reward_fn
+from mimojax.rewards.pool import get_reward_fn
 from mimojax.rollout.tools import ToolSettings, make_tool_env
+from mimojax.sandbox import bwrap as sandbox
 
 pytestmark = pytest.mark.skipif(
     not sandbox.available(),

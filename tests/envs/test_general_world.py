@@ -10,7 +10,7 @@ import pytest
 from mimojax.envs.general.judge import PROMPT, parse_score
 from mimojax.envs.general.tasks import DATA_DIR, split_rows
 from mimojax.envs.general.tasks_data import TASKS_BY_ID, TEST_IDS
-from mimojax.rewards import RewardPool, summarize
+from mimojax.rewards.pool import RewardPool, summarize
 from tests.live_server import free_port, live_server
 
 GOOD_BAD = {

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from mimojax.algos.advantages_outcome import gdpo
-from mimojax.data import read_rows
+from mimojax.data.prompts import read_rows
 from mimojax.envs.music.grader import DIMS, RULES, check_rules, find_abc, parallels, parse_piece
 from mimojax.envs.music.tasks import DATA_DIR, all_specs, reference_abc, split_rows
-from mimojax.rewards import RewardPool
+from mimojax.rewards.pool import RewardPool
 
 C44 = {"key": "C", "meter": "4/4", "bars": 4, "melody_range": [60, 81], "bass_range": [40, 62]}
 # Checked by hand: C major, 4 full bars, melody C4..C5, bass C3 F2 G2 C3 (V -> I), bar 1

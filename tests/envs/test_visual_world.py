@@ -10,11 +10,11 @@ import threading
 
 import pytest
 
-from mimojax.data import read_rows
+from mimojax.data.prompts import read_rows
 from mimojax.envs.visual.grader import DIMS, check_dom, find_html, grade
 from mimojax.envs.visual.render import INSTALL_HINT, chromium_path
 from mimojax.envs.visual.tasks import DATA_DIR, all_rows, split_rows
-from mimojax.rewards import RewardPool
+from mimojax.rewards.pool import RewardPool
 
 ROWS = {r["ground_truth"]: r for r in all_rows()}
 HEADER = ROWS["header-navy"]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from mimojax.config import ConfigError, load_config, validate
+from mimojax.config.loader import ConfigError, load_config, validate
 from mimojax.models import Decoder
 from mimojax.models.attention import AttentionMask, attention
 

@@ -109,8 +109,8 @@ def test_mesh_config_errors_name_the_keys():
 
 
 def test_model_from_run_config_follows_mesh_and_preset():
-    from mimojax.config import load_config
-    from mimojax.roles import load_actor_model
+    from mimojax.config.loader import load_config
+    from mimojax.train.roles import load_actor_model
 
     cfg = load_config(
         "configs/grpo_tiny.py:model=tiny-random-qwen3",

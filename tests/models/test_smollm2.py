@@ -85,7 +85,7 @@ def test_cli_generate_answers_paris():
         [
             sys.executable,
             "-m",
-            "mimojax.cli",
+            "mimojax.cli.main",
             "generate",
             "--model",
             "smollm2-135m-instruct",

@@ -159,7 +159,7 @@ def test_parse_tool_calls_reads_hermes_blocks():
 def test_scripted_code_trajectory_graded_end_to_end(tok, which, expected):
     from mimojax.envs.code.tasks import task_row
     from mimojax.envs.code.tasks_data import TASKS
-    from mimojax.rewards import RewardPool
+    from mimojax.rewards.pool import RewardPool
 
     task = next(t for t in TASKS if t.task_id == "add")
     row = {**task_row(task), "prompt_ids": [1]}

@@ -8,7 +8,7 @@ Launch:   mimojax train --config configs/ppo_arith_smollm2.py --workdir runs/ppo
           args: `:seed=N`, `:minutes=M`, `:tiny` (tiny random model, for tests),
           `:runlocal` (SmolLM2, two small steps: a smoke run)
 Hardware: 2 CPU cores; any single accelerator.
-Expected: not measured yet beyond the few-step test (tests/trainer/test_recipes.py).
+Expected: not measured yet beyond the few-step test (tests/train/test_recipes.py).
 """
 
 from pathlib import Path

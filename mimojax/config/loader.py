@@ -36,7 +36,7 @@ __all__ = [
     "validate",
 ]
 
-_REPO_ROOT = Path(__file__).resolve().parents[1]
+_REPO_ROOT = Path(__file__).resolve().parents[2]
 _TRUE = {"true", "t", "yes", "y", "on", "1"}
 _FALSE = {"false", "f", "no", "n", "off", "0"}
 _NONE = {"none", "null"}

@@ -28,7 +28,7 @@ except ImportError:
 needs_ray = pytest.mark.skipif(ray is None, reason="needs Ray: pip install 'mimojax[ray]'")
 ROOT = Path(__file__).resolve().parents[2]
 FIX = "tests.reward_fixtures"
-HERE = "tests.test_rewards_ray"
+HERE = "tests.rewards.test_rewards_ray"
 
 
 def allow_flag(response, ground_truth, extra):

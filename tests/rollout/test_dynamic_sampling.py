@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import jax
 import numpy as np
 import pytest
-from tests.trainer.conftest import ROOT
+from tests.train.conftest import ROOT
 
 from mimojax.config.loader import ConfigError, load_config, validate
 from mimojax.observe.metrics import Timer, read_metrics

@@ -1,6 +1,6 @@
 """Three tiny-config runs whose metrics were recorded before the controller refactor (issue 12).
 
-`python tests/trainer/pinned_scenarios.py` (from the repo root) re-records `pinned_metrics.json`;
+`python tests/train/pinned_scenarios.py` (from the repo root) re-records `pinned_metrics.json`;
 `test_pinned_metrics.py` replays them and compares. Rewards come from `length_mod` (graded in the
 trainer process), so groups have reward variance and every loss term is non-zero.
 """

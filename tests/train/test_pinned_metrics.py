@@ -1,5 +1,5 @@
 """The controller refactor changes no numbers: 3 tiny-config scenarios vs metrics recorded
-before it (`tests/trainer/pinned_scenarios.py` says how they were recorded).
+before it (`tests/train/pinned_scenarios.py` says how they were recorded).
 
 Slow-ish (three 3-step runs, ~30 s): the pinned numbers are the refactor's safety net.
 """

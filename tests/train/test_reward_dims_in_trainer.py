@@ -7,7 +7,7 @@ import sys
 from types import SimpleNamespace
 
 import numpy as np
-from tests.trainer.conftest import ROOT
+from tests.train.conftest import ROOT
 
 from mimojax.config.loader import load_config
 from mimojax.observe.metrics import read_metrics

@@ -1,4 +1,4 @@
-"""The import layers of DESIGN.md hold: `lint-imports` (contracts in pyproject.toml) passes."""
+"""The import layers hold: `lint-imports` (contracts in pyproject.toml) passes, no import cycles."""
 
 import ast
 import subprocess
@@ -61,3 +61,63 @@ def test_shadowing_imports_nothing_of_mimojax():
     imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     imported += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     assert not [m for m in imported if m.split(".")[0] == "mimojax"], imported
+
+
+def _import_cycles(adj: dict[str, list[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index, low, stack, on_stack, cycles, counter = {}, {}, [], set(), [], 0
+    for root in adj:
+        if root in index:
+            continue
+        work = [(root, iter(adj[root]))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(adj[w])))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        cycles.append(sorted(comp))
+    return cycles
+
+
+def test_cycle_finder_finds_a_hand_made_cycle():
+    adj = {"a": ["b"], "b": ["c"], "c": ["a", "d"], "d": [], "e": ["e2"], "e2": []}
+    assert _import_cycles(adj) == [["a", "b", "c"]]
+
+
+def test_no_module_imports_itself_through_others():
+    # Function-level imports count too (grimp reads every import statement).
+    import grimp
+
+    graph = grimp.build_graph("mimojax")
+    adj = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in sorted(graph.modules)}
+    assert _import_cycles(adj) == []
+
+
+def test_the_top_level_holds_few_modules():
+    # Everything else lives in a package named for its job (docs/architecture.md).
+    top = sorted(p.name for p in (REPO_ROOT / "mimojax").glob("*.py") if p.name != "__init__.py")
+    assert len(top) <= 8, top

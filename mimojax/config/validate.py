@@ -200,7 +200,8 @@ def _check_rollout(cfg: ConfigDict, bad) -> None:
 
 
 def _check_agent(cfg: ConfigDict, bad) -> None:
-    from mimojax.rollout.agent_loop import AGENT_LOOPS
+    from mimojax.rollout import agent_loop  # noqa: F401  (importing it registers every loop)
+    from mimojax.rollout.agents import AGENT_LOOPS
 
     ag, sb = cfg.rollout.agent, cfg.sandbox
     if ag.default not in AGENT_LOOPS:

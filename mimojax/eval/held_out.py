@@ -7,7 +7,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from mimojax.engine.sampling import SamplingParams
-from mimojax.rollout.agent_loop import AgentSettings, rollout
+from mimojax.rollout.agent_loop import rollout
+from mimojax.rollout.agents import AgentSettings
 
 # Held-out request ids live far from training ones so eval samples never share keys with them.
 _EVAL_REQUEST_BASE = 1 << 30

@@ -18,7 +18,8 @@ from pathlib import Path
 from mimojax.engine.sampling import SamplingParams
 from mimojax.eval.held_out import _EVAL_REQUEST_BASE
 from mimojax.rewards.pool import summarize
-from mimojax.rollout.agent_loop import AgentSettings, rollout
+from mimojax.rollout.agent_loop import rollout
+from mimojax.rollout.agents import AgentSettings
 
 _COST_DIMS = ("judge_calls", "judge_tokens", "judge_s")
 

@@ -13,7 +13,7 @@ import collections
 import dataclasses
 import time
 
-from mimojax.rollout.agent_loop import AgentContext, register_agent_loop
+from mimojax.rollout.agents import AgentContext, register_agent_loop
 from mimojax.rollout.tool_calls import parse_tool_calls
 from mimojax.rollout.tools import make_tool_env
 from mimojax.rollout.trajectory import Trajectory

@@ -16,7 +16,7 @@ from mimojax.algos.advantage_stage import AdvantageSettings
 from mimojax.algos.registry import POLICY_LOSSES
 from mimojax.data.prompts import read_rows
 from mimojax.distributed import is_main_process
-from mimojax.rollout.agent_loop import AgentSettings
+from mimojax.rollout.agents import AgentSettings
 from mimojax.rollout.tools import ToolSettings
 from mimojax.train.step import ActorHParams
 

@@ -40,8 +40,8 @@ from mimojax.engine.sampling import SamplingError, SamplingParams
 from mimojax.models.decoder import ValueModel
 from mimojax.models.loader import load_model
 from mimojax.rewards.pool import RewardPool
-from mimojax.rollout.agent_loop import AgentSettings
 from mimojax.rollout.agent_loop import rollout as agent_rollout
+from mimojax.rollout.agents import AgentSettings
 from mimojax.sandbox.bwrap import ALLOW_UNSANDBOXED_ENV
 from mimojax.train.lora_roles import attach_lora
 from mimojax.train.role_settings import (

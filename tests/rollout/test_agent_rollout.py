@@ -9,7 +9,8 @@ from mimojax.engine.sampling import SamplingParams
 from mimojax.models.loader import load_model
 from mimojax.models.tokenizer import encode_chat
 from mimojax.registry import UnknownNameError
-from mimojax.rollout.agent_loop import AgentSettings, agent_loop_metrics, rollout
+from mimojax.rollout.agent_loop import agent_loop_metrics, rollout
+from mimojax.rollout.agents import AgentSettings
 from mimojax.rollout.single_turn import rollout_single_turn
 
 register_echo_env()

@@ -11,7 +11,8 @@ from scripted_policy import ScriptedClient, register_echo_env
 
 from mimojax.engine.sampling import SamplingParams
 from mimojax.models.tokenizer import qwen_tokenizer
-from mimojax.rollout.agent_loop import AGENT_LOOPS, AgentContext, AgentSettings
+from mimojax.rollout import agent_loop  # noqa: F401  (registers the loops)
+from mimojax.rollout.agents import AGENT_LOOPS, AgentContext, AgentSettings
 from mimojax.rollout.chat import ChatRenderer
 from mimojax.rollout.tool_calls import format_tool_call, parse_tool_calls
 from mimojax.rollout.tools import ToolSettings

@@ -154,9 +154,9 @@ def cmd_eval(args) -> int:
 
 
 def cmd_sft(args) -> int:
+    from mimojax.cli.sft import run_sft
     from mimojax.config.errors import ConfigError
     from mimojax.data.prompts import DataError
-    from mimojax.sft.chat_sft import run_sft
 
     if args.then_train and not args.from_rollouts:
         print("mimojax sft: --then-train needs --from-rollouts", file=sys.stderr)
@@ -168,7 +168,7 @@ def cmd_sft(args) -> int:
     else:
         try:
             if args.from_rollouts:
-                from mimojax.sft.rft import run_rft
+                from mimojax.cli.sft import run_rft
 
                 metrics = run_rft(cfg, workdir, log=lambda m: print(m, flush=True))
             else:

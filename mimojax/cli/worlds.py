@@ -105,10 +105,9 @@ def run_eval(args, worlds: dict) -> dict:
     import time
 
     from mimojax.cli.serve import load_any_model
-    from mimojax.data.prompts import prompt_dataset_from_config
     from mimojax.eval.worlds import score_world
     from mimojax.rewards.pool import RewardPool
-    from mimojax.train.role_settings import agent_settings
+    from mimojax.train.role_settings import agent_settings, prompt_dataset
     from mimojax.train.roles import engine_from_config, sampling_from_config
 
     started = time.perf_counter()
@@ -131,7 +130,7 @@ def run_eval(args, worlds: dict) -> dict:
                 cfg = _world_config(args, held_out)
                 if engine is None:  # one engine for every world (same prompt/response sizes)
                     engine = engine_from_config(cfg, model, tokenizer)
-                rows = prompt_dataset_from_config(cfg, tokenizer, "eval").all_rows()
+                rows = prompt_dataset(cfg, tokenizer, "eval").all_rows()
                 rows = rows[: args.limit or None]
                 report["worlds"][name] = score_world(
                     engine, tokenizer, rows, pool,

@@ -26,7 +26,8 @@ def resolve_mesh_shape(mesh_cfg: ConfigDict, num_devices: int) -> dict[str, int]
     from mimojax.sharding import MESH_AXES, mesh_shape
 
     try:
-        return dict(zip(MESH_AXES, mesh_shape(mesh_cfg, num_devices)))
+        sizes = {axis: mesh_cfg.get(axis, 1) for axis in MESH_AXES}  # plain values go below
+        return dict(zip(MESH_AXES, mesh_shape(sizes, num_devices)))
     except ValueError as e:
         raise ConfigError(str(e)) from None
 

@@ -280,34 +280,3 @@ class PromptIterator:
         self._pos = epoch * mine["num_rows"] + offset
         if self.difficulty is not None:
             self.difficulty.set_state(state.get("difficulty", {}))
-
-
-def prompt_dataset_from_config(cfg, tokenizer, split: str) -> PromptDataset:
-    """The train or eval PromptDataset described by ``cfg.data``."""
-    d = cfg.data
-    if split not in ("train", "eval"):
-        raise DataError(f"split must be 'train' or 'eval', got {split!r}")
-    key = "train_files" if split == "train" else "eval_files"
-    files = d[key]
-    files = [files] if isinstance(files, str) else list(files or ())
-    if not files:
-        raise DataError(f"data.{key} is empty: give at least one .jsonl or .parquet file")
-    return PromptDataset(
-        files,
-        tokenizer,
-        max_prompt_length=d.max_prompt_length,
-        batch_size=d.batch_size,
-        prompt_key=d.prompt_key,
-        shuffle=bool(d.shuffle) if split == "train" else False,
-        seed=d.seed,
-        system_prompt=d.get("system_prompt", None),
-        default_env=d.get("default_env", None),
-        difficulty=_difficulty_kwargs(d) if split == "train" else None,
-    )
-
-
-def _difficulty_kwargs(d) -> dict | None:
-    dd = d.get("difficulty", None)
-    if dd is None or not dd.enable:
-        return None
-    return {"floor": float(dd.floor), "success_threshold": float(dd.success_threshold)}

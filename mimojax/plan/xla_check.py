@@ -21,12 +21,13 @@ from jax.sharding import NamedSharding, PartitionSpec
 from ml_collections import ConfigDict
 
 from mimojax import sharding as sh
+from mimojax.algos.optimizer import init_state, make_optimizer
 from mimojax.models.decoder import Decoder
 from mimojax.plan import memory as pm
 from mimojax.plan.from_config import shape_from_config
 from mimojax.rollout.batch import TrainBatch
-from mimojax.train.role_settings import actor_hparams_from_config
-from mimojax.train.step import Counts, init_state, make_actor_update, make_optimizer
+from mimojax.train.role_settings import actor_hparams_from_config, optimizer_settings
+from mimojax.train.step import Counts, make_actor_update
 
 
 def _abstract(tree, shardings):
@@ -66,7 +67,7 @@ def xla_actor_update(cfg: ConfigDict, devices=None) -> dict:
     graphdef, state = nnx.split(nnx.eval_shape(lambda: Decoder(shape.model, rngs=nnx.Rngs(0))))
     params = _abstract(nnx.to_pure_dict(state),
                        nnx.to_pure_dict(sh.param_shardings(state, mesh, rules)))  # fmt: skip
-    optimizer = make_optimizer(cfg.optimizer, int(cfg.trainer.total_steps))
+    optimizer = make_optimizer(optimizer_settings(cfg.optimizer), int(cfg.trainer.total_steps))
     replicated = NamedSharding(mesh, PartitionSpec())
     abstract_state = jax.eval_shape(lambda p: init_state(p, optimizer), params)
     state_sh = _like_params(abstract_state, params, replicated)

@@ -8,6 +8,7 @@ and tool turns are context only.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -19,14 +20,13 @@ import numpy as np
 import optax
 from flax import nnx
 
+from mimojax.algos.optimizer import OptimizerSettings, init_state, make_optimizer
 from mimojax.data.prompts import DataError
 from mimojax.models.loader import save_hf
 from mimojax.models.logprobs import token_logprobs
 from mimojax.models.tokenizer import encode_chat
 from mimojax.observe.metrics import MetricsLogger
 from mimojax.rollout.batch import bucket
-from mimojax.train.roles import load_actor_model
-from mimojax.train.step import init_state, make_optimizer
 
 
 def read_chats(path: str) -> list[list[dict]]:
@@ -80,15 +80,27 @@ def _step(state, ids, attn, mask, *, graphdef, optimizer):
     return type(state)(params, opt_state, state.step + 1), loss, optax.global_norm(grads)
 
 
-def run_sft(cfg, workdir: str, *, progress: bool = True) -> dict:
-    """Trains for trainer.total_steps batches of data.batch_size chats; writes WORKDIR/hf."""
+@dataclasses.dataclass(frozen=True)
+class SftSettings:
+    """What one fine-tuning run needs, as plain values (built from a run config by
+    `mimojax.cli.sft.sft_settings`)."""
+
+    train_files: tuple[str, ...]
+    max_len: int  # chats longer than this many tokens are left out
+    total_steps: int
+    batch_size: int
+    seed: int
+    optimizer: OptimizerSettings
+
+
+def train_chats(model, tok, settings: SftSettings, workdir: str, *, progress: bool = True) -> dict:
+    """Trains `model` for total_steps batches of batch_size chats; writes WORKDIR/hf."""
     os.makedirs(workdir, exist_ok=True)
-    files = list(cfg.data.train_files)
+    files = list(settings.train_files)
     if not files:
         raise DataError("data.train_files is empty: give at least one chat .jsonl file")
-    model, tok, _, _ = load_actor_model(cfg)
     examples = [tokenize_chat(tok, msgs) for f in files for msgs in read_chats(f)]
-    limit = int(cfg.data.max_prompt_length + cfg.rollout.max_new_tokens)
+    limit = int(settings.max_len)
     kept = [e for e in examples if len(e[0]) <= limit]
     if not kept:
         raise DataError(
@@ -96,15 +108,15 @@ def run_sft(cfg, workdir: str, *, progress: bool = True) -> dict:
             "rollout.max_new_tokens)"
         )
     graphdef, state = nnx.split(model)
-    total = int(cfg.trainer.total_steps)
-    optimizer = make_optimizer(cfg.optimizer, total)
+    total = int(settings.total_steps)
+    optimizer = make_optimizer(settings.optimizer, total)
     train = init_state(nnx.to_pure_dict(state), optimizer)
     step_fn = jax.jit(
         functools.partial(_step, graphdef=graphdef, optimizer=optimizer), donate_argnums=(0,)
     )
-    rng = np.random.default_rng(int(cfg.data.seed))
+    rng = np.random.default_rng(int(settings.seed))
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    B = int(cfg.data.batch_size)
+    B = int(settings.batch_size)
     metrics = {}
     with MetricsLogger(
         workdir, total_steps=total, jsonl=True, wandb_mode="disabled", progress=progress

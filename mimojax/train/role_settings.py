@@ -13,8 +13,9 @@ from ml_collections import ConfigDict
 
 from mimojax.algos import EntropyController, KLController
 from mimojax.algos.advantage_stage import AdvantageSettings
+from mimojax.algos.optimizer import OptimizerSettings
 from mimojax.algos.registry import POLICY_LOSSES
-from mimojax.data.prompts import read_rows
+from mimojax.data.prompts import DataError, PromptDataset, read_rows
 from mimojax.distributed import is_main_process
 from mimojax.rollout.agents import AgentSettings
 from mimojax.rollout.tools import ToolSettings
@@ -216,4 +217,50 @@ def loop_spec(cfg: ConfigDict) -> LoopSpec:
             "mode": t.mode,
             "cost": {k: float(v) for k, v in cfg.cost.items()},  # $/hour, 0 = unknown
         },
+    )
+
+
+def prompt_dataset(cfg: ConfigDict, tokenizer, split: str) -> PromptDataset:
+    """The train or eval PromptDataset described by ``cfg.data``."""
+    d = cfg.data
+    if split not in ("train", "eval"):
+        raise DataError(f"split must be 'train' or 'eval', got {split!r}")
+    key = "train_files" if split == "train" else "eval_files"
+    files = d[key]
+    files = [files] if isinstance(files, str) else list(files or ())
+    if not files:
+        raise DataError(f"data.{key} is empty: give at least one .jsonl or .parquet file")
+    return PromptDataset(
+        files,
+        tokenizer,
+        max_prompt_length=int(d.max_prompt_length),
+        batch_size=int(d.batch_size),
+        prompt_key=str(d.prompt_key),
+        shuffle=bool(d.shuffle) if split == "train" else False,
+        seed=int(d.seed),
+        system_prompt=d.get("system_prompt", None),
+        default_env=d.get("default_env", None),
+        difficulty=_difficulty_kwargs(d) if split == "train" else None,
+    )
+
+
+def _difficulty_kwargs(d) -> dict | None:
+    dd = d.get("difficulty", None)
+    if dd is None or not dd.enable:
+        return None
+    return {"floor": float(dd.floor), "success_threshold": float(dd.success_threshold)}
+
+
+def optimizer_settings(opt_cfg: ConfigDict, lr: float | None = None) -> OptimizerSettings:
+    """`optimizer.*` as plain values; `lr` replaces the peak rate (the critic's `critic.lr`)."""
+    return OptimizerSettings(
+        name=str(opt_cfg.name),
+        lr=float(opt_cfg.lr if lr is None else lr),
+        betas=tuple(float(b) for b in opt_cfg.betas),
+        eps=float(opt_cfg.eps),
+        weight_decay=float(opt_cfg.weight_decay),
+        warmup_steps=int(opt_cfg.warmup_steps),
+        schedule=str(opt_cfg.schedule),
+        min_lr_ratio=float(opt_cfg.min_lr_ratio),
+        grad_clip=float(opt_cfg.grad_clip),
     )

@@ -30,10 +30,11 @@ from jax.sharding import Mesh
 from ml_collections import ConfigDict
 
 from mimojax import sharding as sh
+from mimojax.algos.optimizer import TrainState, init_state, make_optimizer, make_schedule
 from mimojax.algos.registry import ADVANTAGE_ESTIMATORS
 from mimojax.checkpoint.manager import Checkpointer, check_fingerprint, model_fingerprint
 from mimojax.config.loader import ConfigError, sharding_overrides, validate
-from mimojax.data.prompts import PromptDataset, prompt_dataset_from_config
+from mimojax.data.prompts import PromptDataset
 from mimojax.distributed import initialize_from_env, is_main_process
 from mimojax.engine.engine import EngineError, JaxEngine
 from mimojax.engine.sampling import SamplingError, SamplingParams
@@ -49,18 +50,16 @@ from mimojax.train.role_settings import (
     actor_hparams_from_config,
     agent_settings,
     loop_spec,
+    optimizer_settings,
+    prompt_dataset,
     response_len,
 )
 from mimojax.train.step import (
     ActorHParams,
     MiniBatchUpdate,
-    TrainState,
     critic_values,
-    init_state,
     make_actor_update,
     make_critic_update,
-    make_optimizer,
-    make_schedule,
     sequence_logprobs,
 )
 
@@ -86,7 +85,7 @@ def _rules(cfg: ConfigDict) -> dict:
 
 def load_actor_model(cfg: ConfigDict, devices: Sequence | None = None):
     """(model, tokenizer, mesh, rules): `model.*` loaded straight onto the `mesh.*` mesh."""
-    mesh = sh.make_mesh(cfg.mesh, devices)
+    mesh = sh.make_mesh(cfg.mesh.to_dict(), devices)
     rules = _rules(cfg)
     m = cfg.model
     model, tokenizer = load_model(
@@ -246,11 +245,6 @@ class Roles:
         return int(pad if pad is not None else self.tokenizer.eos_token_id)
 
 
-def _with_lr(opt_cfg: ConfigDict, lr: float) -> ConfigDict:
-    """A copy of the optimizer config with another peak learning rate (the critic's)."""
-    return ConfigDict({**opt_cfg.to_dict(), "lr": float(lr)})
-
-
 def _on_mesh(state, mesh: Mesh):
     """Replicates over `mesh` every leaf not already placed on it (optimizer counters, step).
 
@@ -322,7 +316,7 @@ def build_roles(
         and t.mode == "sync"  # off-policy modes: old log-probs recomputed before the update
     )
     hp = actor_hparams_from_config(cfg, on_policy=on_policy)
-    actor_opt = make_optimizer(cfg.optimizer, total_updates)
+    actor_opt = make_optimizer(optimizer_settings(cfg.optimizer), total_updates)
     graphdef, params = _split_params(model) if lora is None else (lora.graphdef, lora.adapters)
     frozen = None if lora is None else lora.frozen
     actor_state = _on_mesh(init_state(params, actor_opt), mesh)
@@ -338,7 +332,7 @@ def build_roles(
         mesh=mesh,
         graphdef=graphdef,
         state=actor_state,
-        schedule=make_schedule(cfg.optimizer, total_updates),
+        schedule=make_schedule(optimizer_settings(cfg.optimizer), total_updates),
         update=make_actor_update(
             graphdef=graphdef,
             hp=hp,
@@ -361,7 +355,9 @@ def build_roles(
     critic = None
     if ADVANTAGE_ESTIMATORS.traits(a.adv_estimator).needs_values:
         critic_def, critic_params = _split_params(ValueModel.from_decoder(model, seed=int(t.seed)))
-        critic_opt = make_optimizer(_with_lr(cfg.optimizer, cfg.critic.lr), total_updates)
+        critic_opt = make_optimizer(
+            optimizer_settings(cfg.optimizer, lr=cfg.critic.lr), total_updates
+        )
         critic_state = _on_mesh(init_state(critic_params, critic_opt), mesh)
         critic = Critic(
             graphdef=critic_def,
@@ -379,7 +375,7 @@ def build_roles(
     rollout_mesh = None
     engine_model = model
     if rollout_devices is not None:
-        rollout_mesh = sh.make_mesh(cfg.roles.rollout.mesh, rollout_devices)
+        rollout_mesh = sh.make_mesh(cfg.roles.rollout.mesh.to_dict(), rollout_devices)
         engine_model = _engine_model(model, rollout_mesh, rules)
     rollout = Rollout(
         engine=engine_from_config(cfg, engine_model, tokenizer, rollout_mesh),
@@ -438,10 +434,10 @@ def build_run(cfg: ConfigDict, workdir: str | None = None, devices=None) -> Run:
             check_fingerprint(found[1].get("model", {}), fingerprint, workdir)
 
     roles = build_roles(cfg, devices, on_loaded=refuse_other_model)
-    train_data = prompt_dataset_from_config(cfg, roles.tokenizer, "train")
+    train_data = prompt_dataset(cfg, roles.tokenizer, "train")
     eval_examples: list[dict] = []
     if cfg.data.eval_files:
-        rows = prompt_dataset_from_config(cfg, roles.tokenizer, "eval").all_rows()
+        rows = prompt_dataset(cfg, roles.tokenizer, "eval").all_rows()
         eval_examples = rows[: cfg.eval.max_examples or None]
     spec = loop_spec(cfg)
     info = {

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -25,55 +25,10 @@ from flax import nnx
 
 from mimojax.algos import KL_ESTIMATORS, POLICY_LOSSES, rollout_correction, value_loss
 from mimojax.algos.ops import masked_mean
+from mimojax.algos.optimizer import TrainState
 from mimojax.models.logprobs import token_logprobs
 from mimojax.models.lora import lora_model
 from mimojax.rollout.batch import TrainBatch
-
-
-class TrainState(NamedTuple):
-    """One role's trainable state: pure-dict params, optax state, updates applied so far."""
-
-    params: Any
-    opt_state: Any
-    step: jax.Array
-
-
-def make_schedule(opt_cfg, total_updates: int):
-    """The learning-rate schedule: linear warmup, then constant / cosine / linear decay."""
-    lr, warm = float(opt_cfg.lr), int(opt_cfg.warmup_steps)
-    floor = lr * float(opt_cfg.min_lr_ratio)
-    decay_steps = max(int(total_updates) - warm, 1)
-    if opt_cfg.schedule == "constant":
-        after = optax.constant_schedule(lr)
-    elif opt_cfg.schedule == "cosine":
-        after = optax.cosine_decay_schedule(lr, decay_steps, alpha=floor / lr if lr else 0.0)
-    else:
-        after = optax.linear_schedule(lr, floor, decay_steps)
-    if warm == 0:
-        return after
-    return optax.join_schedules([optax.linear_schedule(0.0, lr, warm), after], [warm])
-
-
-def make_optimizer(opt_cfg, total_updates: int) -> optax.GradientTransformation:
-    """AdamW (with global-norm clipping when optimizer.grad_clip > 0) from an optimizer config."""
-    if opt_cfg.name != "adamw":
-        raise ValueError(f"optimizer.name: '{opt_cfg.name}' is not supported (only 'adamw')")
-    b1, b2 = opt_cfg.betas
-    adam = optax.adamw(
-        make_schedule(opt_cfg, total_updates),
-        b1=b1,
-        b2=b2,
-        eps=opt_cfg.eps,
-        weight_decay=opt_cfg.weight_decay,
-    )
-    if opt_cfg.grad_clip > 0:
-        return optax.chain(optax.clip_by_global_norm(opt_cfg.grad_clip), adam)
-    return adam
-
-
-def init_state(params, optimizer: optax.GradientTransformation) -> TrainState:
-    """A TrainState at update 0 for pure-dict `params`."""
-    return TrainState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
 
 
 @dataclasses.dataclass(frozen=True)

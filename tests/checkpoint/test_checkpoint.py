@@ -15,6 +15,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from mimojax.algos.optimizer import init_state
 from mimojax.checkpoint.manager import (
     Checkpointer,
     CheckpointError,
@@ -24,7 +25,6 @@ from mimojax.checkpoint.manager import (
     to_pure,
 )
 from mimojax.models.registry import TINY_MODELS
-from mimojax.train.step import init_state
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

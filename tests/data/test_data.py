@@ -11,8 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from mimojax.config.loader import load_config
-from mimojax.data.prompts import DataError, PromptDataset, prompt_dataset_from_config, read_rows
+from mimojax.data.prompts import DataError, PromptDataset, read_rows
 from mimojax.models.tokenizer import encode_chat
+from mimojax.train.role_settings import prompt_dataset
 
 WORDS = ["system", "user", "assistant", "be", "brief", "hi", "what", "is", "two"]
 TEMPLATE = (
@@ -187,13 +188,13 @@ def test_from_config_train_and_eval(tmp_path, tok):
     cfg = load_config(str(Path(__file__).resolve().parents[2] / "configs" / "grpo_tiny.py"))
     cfg.data.train_files = ()
     with pytest.raises(DataError, match=r"data\.train_files"):
-        prompt_dataset_from_config(cfg, tok, "train")
+        prompt_dataset(cfg, tok, "train")
     cfg.data.train_files = (_jsonl(tmp_path / "a.jsonl", _rows(6)),)
     cfg.data.eval_files = (_jsonl(tmp_path / "b.jsonl", _rows(3)),
                            _parquet(tmp_path / "c.parquet", _rows(2)))  # fmt: skip
-    train = prompt_dataset_from_config(cfg, tok, "train")
+    train = prompt_dataset(cfg, tok, "train")
     assert train.shuffle and train.batch_size == cfg.data.batch_size and len(train) == 6
-    ev = prompt_dataset_from_config(cfg, tok, "eval")
+    ev = prompt_dataset(cfg, tok, "eval")
     assert not ev.shuffle and len(ev) == 5
     assert [r["source"].rsplit("/", 1)[1] for r in ev.all_rows()] == [
         "b.jsonl:1", "b.jsonl:2", "b.jsonl:3", "c.parquet:1", "c.parquet:2"

@@ -11,6 +11,7 @@ import pytest
 from ml_collections import ConfigDict
 
 from mimojax.cli.main import main
+from mimojax.cli.sft import rft_settings, run_rft
 from mimojax.config.loader import load_config
 from mimojax.config.validate import validate
 from mimojax.data.prompts import DataError
@@ -19,7 +20,7 @@ from mimojax.observe.metrics import read_metrics
 from mimojax.rewards.pool import REWARD_FUNCTIONS, RewardResult, register_reward
 from mimojax.rollout.trajectory import Trajectory
 from mimojax.sft.chat_sft import tokenize_chat
-from mimojax.sft.rft import keep_correct, rft_settings, run_rft
+from mimojax.sft.rft import keep_correct
 from mimojax.sft.rft_checks import worked_answer
 
 ENV = "rft_scripted_test"
@@ -159,7 +160,7 @@ def test_bad_rft_knob_names_the_key():
     cfg = load_config("configs/rft_grpo_arith_hard_smollm2.py:runlocal", ["sft.rft.n=0"])
     with pytest.raises(DataError, match=r"sft\.rft\.n must be >= 1"):
         rft_settings(cfg)
-    assert rft_settings(load_config("configs/grpo_tiny.py"))["n"] == 16  # no sft group: defaults
+    assert rft_settings(load_config("configs/grpo_tiny.py")).n == 16  # no sft group: defaults
 
 
 def test_chained_recipe_runs_both_phases(tmp_path, capsys):

@@ -7,12 +7,13 @@ import json
 import numpy as np
 import pytest
 
+from mimojax.cli.sft import run_sft
 from mimojax.config.loader import load_config
 from mimojax.data.prompts import DataError
 from mimojax.models.loader import load_model
 from mimojax.models.tokenizer import encode_chat
 from mimojax.observe.metrics import read_metrics
-from mimojax.sft.chat_sft import read_chats, run_sft, tokenize_chat
+from mimojax.sft.chat_sft import read_chats, tokenize_chat
 
 CHAT = [
     {"role": "user", "content": "What is 2 + 3?"},

@@ -10,6 +10,7 @@ import optax
 import pytest
 from flax import nnx
 
+from mimojax.algos.optimizer import init_state
 from mimojax.models.decoder import Decoder, ValueModel
 from mimojax.rollout.batch import TrainBatch
 from mimojax.train.step import (
@@ -18,7 +19,6 @@ from mimojax.train.step import (
     actor_grads,
     actor_update,
     critic_update,
-    init_state,
     make_actor_update,
     make_critic_update,
 )

@@ -81,3 +81,16 @@ def test_fine_tuning_reads_its_config_only_in_its_builder(config_reads, tmp_path
     run_sft(cfg, str(tmp_path / "run"), progress=False)
     assert config_reads["cli/sft.py"] > 0
     assert outside(config_reads) == {}
+
+
+def test_rejection_sampling_reads_its_config_only_in_the_builders(config_reads, tmp_path):
+    """The path the issue followed: `run_rft` samples, grades and fine-tunes; every key read
+    is in cli/sft.py or the role builders (engine, sampling, agent, reward pool, prompts)."""
+    from mimojax.cli.sft import run_rft
+    from tests.sft.test_rft import _tiny_rft_config  # registers its scripted grader
+
+    cfg = _tiny_rft_config(tmp_path)
+    cfg.sft.rft.steps, cfg.sft.rft.num_prompts = 2, 2
+    run_rft(cfg, str(tmp_path / "run"), progress=False, log=lambda m: None)
+    assert config_reads["cli/sft.py"] > 0 and config_reads["train/roles.py"] > 0
+    assert outside(config_reads) == {}

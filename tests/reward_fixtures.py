@@ -55,3 +55,10 @@ def flat_score_varied_dims(response, ground_truth, extra):
     """The same score for every response, but two dimensions that vary with its length: only an
     estimator that reads the dimensions (GDPO) sees a signal."""
     return {"score": 0.5, "odd": float(len(response) % 2), "mod3": (len(response) % 3) / 2.0}
+
+
+def needs_an_extra(response, ground_truth, extra):
+    from mimojax.extras import require
+
+    require("mimojax_test_absent_module", "music", "the fixture world")
+    return 1.0

@@ -22,7 +22,10 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+from mimojax.extras import MissingExtraError, check_extra, require
 from mimojax.rewards.pool import register_reward
+
+MUSIC = "the music world (envs/music)"  # music21 is its extra: pip install 'mimojax[music]'
 
 RULES = (
     "key",
@@ -64,7 +67,7 @@ Note = tuple[Fraction, Fraction, int | None]  # (offset, quarter length, midi; N
 
 def parse_piece(abc: str):
     """(voices, key_sharps, meter, bar lengths or None) via music21; raises unless 2 voices."""
-    from music21 import converter
+    converter = require("music21.converter", "music", MUSIC)
 
     if len(abc) > MAX_CHARS:
         raise ValueError("piece too long")
@@ -141,8 +144,11 @@ def has_motif(melody: list[Note], first_bar_len: Fraction) -> bool:
 
 def check_rules(abc: str, task: dict) -> dict[str, float]:
     """Every rule's 0/1 for one ABC text against a task spec (the row's extra)."""
+    check_extra("music", MUSIC)
     try:
         (melody, bass), sharps, meter, bars = parse_piece(abc)
+    except MissingExtraError:  # no music21 here: the run's problem, not this answer's
+        raise
     except Exception:  # noqa: BLE001 - anything music21 cannot read as a 2-voice piece is format 0
         return dict.fromkeys(DIMS, 0.0)
     tonic = tonic_pc(task["key"])
@@ -182,6 +188,7 @@ def check_rules(abc: str, task: dict) -> dict[str, float]:
 @register_reward("music")
 def grade(response: str, ground_truth: str, extra: dict | None = None) -> dict:
     """score = mean of the rules (0 if the ABC does not parse); one dim per rule plus format."""
+    check_extra("music", MUSIC)  # every answer, parseable or not: no silent zeros without it
     task = dict(extra or {})
     missing = [k for k in ("key", "meter", "bars", "melody_range", "bass_range") if k not in task]
     if missing:

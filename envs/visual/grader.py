@@ -18,7 +18,8 @@ import re
 
 import numpy as np
 
-from mimojax.envs.visual.render import renderer
+from mimojax.envs.visual.render import VISUAL, renderer
+from mimojax.extras import check_extra, require
 from mimojax.rewards.pool import register_reward
 
 DIMS = ("format", "ssim", "visual", "dom")
@@ -45,7 +46,7 @@ def gray(rgb: np.ndarray) -> np.ndarray:
 
 def ssim(a: np.ndarray, b: np.ndarray) -> float:
     """Grayscale SSIM of two RGB renderings of the same viewport."""
-    from skimage.metrics import structural_similarity
+    structural_similarity = require("skimage.metrics", "visual", VISUAL).structural_similarity
 
     return float(structural_similarity(gray(a), gray(b), data_range=255.0))
 
@@ -92,6 +93,7 @@ def reference(task_id: str, reference_html: str) -> tuple[np.ndarray, float]:
 @register_reward("visual")
 def grade(response: str, ground_truth: str, extra: dict | None = None) -> dict:
     """score = (rescaled SSIM + fraction of DOM checks) / 2; dims format, ssim, visual, dom."""
+    check_extra("visual", VISUAL)  # scikit-image and Playwright, before any rendering
     extra = dict(extra or {})
     if not extra.get("reference_html") or not extra.get("checks"):
         raise ValueError(f"visual grader: row {ground_truth!r} lacks reference_html or checks")

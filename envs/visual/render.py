@@ -18,6 +18,9 @@ import shutil
 
 import numpy as np
 
+from mimojax.extras import require
+
+VISUAL = "the visual world (envs/visual)"  # scikit-image, Playwright: pip install 'mimojax[visual]'
 VIEWPORT = (320, 240)
 RENDER_TIMEOUT_MS = 10_000
 INSTALL_HINT = "apt-get install -y chromium"
@@ -55,8 +58,7 @@ class Renderer:
         if self._browser is not None and self._browser.is_connected():
             return self._browser
         self._close()
-        from playwright.sync_api import sync_playwright
-
+        sync_playwright = require("playwright.sync_api", "visual", VISUAL).sync_playwright
         path = chromium_path()
         self._pw = sync_playwright().start()
         self._browser = self._pw.chromium.launch(

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mimojax.config.loader import ConfigError
+from mimojax.extras import MissingExtraError
 
 DEFAULT_CONFIG = "configs/base.py"
 VERSIONED = (
@@ -374,6 +375,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except ConfigError as e:
         print(f"mimojax {args.command}: {e}", file=sys.stderr)
+        return 1
+    except MissingExtraError as e:  # a feature without its optional extra: one line, no traceback
+        print(e, file=sys.stderr)
         return 1
 
 

@@ -8,6 +8,8 @@ import os
 import sys
 import time
 
+from mimojax.extras import require
+
 
 def add_model_args(p: argparse.ArgumentParser, default: str | None = None) -> None:
     """--model / --config / --dtype: what `load_any_model` reads."""
@@ -85,7 +87,8 @@ def register(sub) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Load a model and serve it until interrupted."""
-    import uvicorn
+    uvicorn = require("uvicorn", "serve", "mimojax serve")  # before minutes of model loading
+    require("fastapi", "serve", "mimojax serve")
 
     from mimojax.engine import EngineError, JaxEngine
     from mimojax.engine.server import OpenAIServer

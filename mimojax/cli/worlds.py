@@ -106,6 +106,7 @@ def run_eval(args, worlds: dict) -> dict:
 
     from mimojax.cli.serve import load_any_model
     from mimojax.eval.worlds import score_world
+    from mimojax.extras import WORLD_EXTRAS, check_extra
     from mimojax.rewards.pool import RewardPool
     from mimojax.train.role_settings import agent_settings, prompt_dataset
     from mimojax.train.roles import engine_from_config, sampling_from_config
@@ -127,6 +128,8 @@ def run_eval(args, worlds: dict) -> dict:
         for name, held_out in worlds.items():
             print(f"eval {name}: {held_out}", file=sys.stderr, flush=True)
             try:
+                if name in WORLD_EXTRAS:  # before any generation for it
+                    check_extra(WORLD_EXTRAS[name], f"the {name} world")
                 cfg = _world_config(args, held_out)
                 if engine is None:  # one engine for every world (same prompt/response sizes)
                     engine = engine_from_config(cfg, model, tokenizer)

@@ -312,10 +312,10 @@ def _check_trainer(cfg: ConfigDict, bad) -> None:
     if cfg.reward.backend not in REWARD_BACKENDS:
         bad(f"reward.backend: '{cfg.reward.backend}' is not one of {REWARD_BACKENDS}")
     elif cfg.reward.backend == "ray":
-        import importlib.util
+        from mimojax.extras import missing_message, missing_modules
 
-        if importlib.util.find_spec("ray") is None:
-            bad("reward.backend: 'ray' needs Ray, not installed here: pip install 'mimojax[ray]'")
+        if missing_modules("ray"):
+            bad(missing_message("reward.backend: 'ray'", "ray", "ray"))
         if not isinstance(cfg.reward.ray_address, str) or not cfg.reward.ray_address:
             bad(
                 "reward.ray_address: 'auto' (join a running cluster), 'local' (start one) or "
@@ -333,6 +333,50 @@ def _check_trainer(cfg: ConfigDict, bad) -> None:
     if cfg.critic.warmup_steps < 0:
         bad(f"critic.warmup_steps: must be >= 0, got {cfg.critic.warmup_steps}")
     _check_async(cfg, bad)
+
+
+def _file_worlds(path: str) -> set[str]:
+    """The `env` values of a JSONL/Parquet prompt file's rows (what cannot be read: none; the
+    data loader reports a bad file)."""
+    envs: set[str] = set()
+    try:
+        if str(path).endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            if "env" in pq.read_schema(path).names:
+                envs.update(pq.read_table(path, columns=["env"]).column("env").to_pylist())
+        else:
+            import json
+
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    if '"env"' in line:
+                        row = json.loads(line)
+                        envs.add(row.get("env") if isinstance(row, dict) else None)
+    except Exception:  # noqa: BLE001 - missing or malformed: the data loader's error, not ours
+        pass
+    return {e for e in envs if isinstance(e, str)}
+
+
+def _check_world_extras(cfg: ConfigDict, bad) -> None:
+    """A world of the data (the rows' `env`, data.default_env) whose grader needs an extra that
+    is not installed here (music21 for envs/music, ...): one line naming the pip command."""
+    from mimojax.extras import WORLD_EXTRAS, missing_message, missing_modules
+
+    d = cfg.data
+    worlds: dict[str, str] = {}  # world -> the config key that brings it in
+    if d.get("default_env", None):
+        worlds[d.default_env] = "data.default_env"
+    for key in ("train_files", "eval_files"):
+        for path in d.get(key, None) or ():
+            for world in sorted(_file_worlds(path)):
+                worlds.setdefault(world, f"data.{key}")
+    for world, key in worlds.items():
+        extra = WORLD_EXTRAS.get(world)
+        missing = missing_modules(extra) if extra else []
+        if missing:
+            feature = f"{key}: the {world} world (env '{world}')"
+            bad(missing_message(feature, extra, missing))
 
 
 TRAINER_MODES = ("sync", "one_step_off", "async")
@@ -435,6 +479,7 @@ def validate(cfg: ConfigDict, num_devices: int | None = None) -> ConfigDict:
     _check_lora(cfg.model.lora, problems.append)
     _check_optimizer_and_io(cfg, problems.append)
     _check_trainer(cfg, problems.append)
+    _check_world_extras(cfg, problems.append)
     if problems:
         lines = "\n".join(f"  {p}" for p in problems)
         count = f"{len(problems)} problem" + ("s" if len(problems) > 1 else "")

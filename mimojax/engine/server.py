@@ -20,10 +20,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
-
 from mimojax.engine.client import AsyncEngineClient
 from mimojax.engine.engine import EngineError, JaxEngine
 from mimojax.engine.openai_protocol import (
@@ -37,7 +33,15 @@ from mimojax.engine.openai_protocol import (
 from mimojax.engine.openai_protocol import Request as Parsed
 from mimojax.engine.sampling import SamplingError, SamplingParams, sample_key
 from mimojax.engine.scheduler import Scheduler
+from mimojax.extras import require
 from mimojax.models.tokenizer import encode_chat
+
+# FastAPI is the [serve] extra; nothing on the training path imports this module.
+require("fastapi", "serve", "mimojax serve (mimojax.engine.server)")
+
+from fastapi import FastAPI, Request  # noqa: E402
+from fastapi.responses import JSONResponse, StreamingResponse  # noqa: E402
+from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
 
 
 class StreamingScheduler(Scheduler):

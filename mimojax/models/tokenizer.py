@@ -17,6 +17,8 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 
+from mimojax.extras import require
+
 # Files any transformers tokenizer loader can start from; used only to word the error.
 HF_TOKENIZER_FILES = (
     "tokenizer.json",
@@ -116,6 +118,9 @@ def tokenizer_from_gguf(gguf_path: str):
     else:
         import gguf
 
+        # transformers' GGUF reader imports torch (only this first conversion; later loads
+        # read the cache): the [gguf] extra.
+        require("torch", "gguf", "converting a GGUF file's tokenizer (transformers' GGUF reader)")
         tok = AutoTokenizer.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path))
         fields = gguf.GGUFReader(path).fields
 

@@ -4,6 +4,9 @@ A grader is `fn(response, ground_truth, extra) -> float | dict`; a dict holds "s
 extra numeric dimensions that get logged ("format", "correct"). Graders never crash the run:
 one that raises, hangs, returns garbage or kills its process yields `valid=False` (an infra
 failure, excluded from training and counted), never a zero reward and never an exception.
+Two exceptions: an unknown env (ValueError) and a grader that needs an extra not installed here
+(`mimojax.extras.MissingExtraError`, naming the pip command): `score` raises those, since
+every item of that env would fail the same way.
 
     with RewardPool(num_workers=2, timeout_s=10.0) as pool:
         results = pool.score([{"env": "math", "response": r, "ground_truth": "42"}])
@@ -25,6 +28,7 @@ from multiprocessing.connection import wait
 
 import numpy as np
 
+from mimojax.extras import MissingExtraError
 from mimojax.registry import Registry, UnknownNameError
 
 REWARD_FUNCTIONS = Registry("reward function")
@@ -74,6 +78,7 @@ class RewardResult:
     seconds: float = 0.0  # grader wall time
     cpu_seconds: float = 0.0  # grader CPU time, its subprocesses (sandboxes) included
     turn_scores: list[float] | None = None  # per model turn, when the grader gives them
+    missing_extra: str | None = None  # the grader needs this extra (error: the pip command)
 
 
 def _short(exc: BaseException) -> str:
@@ -121,12 +126,26 @@ def _cpu_s() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
+def failed(exc: BaseException, seconds: float = 0.0) -> RewardResult:
+    """The invalid result of a grader (or its import) that raised `exc`."""
+    if isinstance(exc, MissingExtraError):
+        return RewardResult(0.0, False, error=str(exc), seconds=seconds, missing_extra=exc.extra)
+    return RewardResult(0.0, False, error=_short(exc), seconds=seconds)
+
+
+def raise_missing_extra(results: Sequence[RewardResult]) -> None:
+    """Raise the MissingExtraError that a result carries back from its grader, if any."""
+    for r in results:
+        if r is not None and r.missing_extra is not None:
+            raise MissingExtraError(r.error or "", r.missing_extra)
+
+
 def _run(fn, item) -> RewardResult:
     start, cpu = time.perf_counter(), _cpu_s()
     try:
         out = fn(item["response"], item["ground_truth"], item["extra"])
     except BaseException as e:  # noqa: BLE001 - SystemExit from a grader is its failure too
-        result = RewardResult(0.0, False, error=_short(e), seconds=time.perf_counter() - start)
+        result = failed(e, time.perf_counter() - start)
     else:
         result = _to_result(out, time.perf_counter() - start)
     result.cpu_seconds = _cpu_s() - cpu
@@ -155,7 +174,7 @@ def _worker_main(conn) -> None:
                 conn.send(("unknown", index, str(e)))
                 continue
             except BaseException as e:  # noqa: BLE001 - a grader module that fails to import
-                conn.send(("result", index, RewardResult(0.0, False, error=_short(e))))
+                conn.send(("result", index, failed(e)))
                 continue
             # The import took its own time; the grader call gets a fresh deadline.
             conn.send(("begin", index))
@@ -256,6 +275,7 @@ class RewardPool:
         if unknown:
             env, message = next(iter(unknown.items()))
             raise ValueError(f"reward env {env!r}: {message}")
+        raise_missing_extra(results)
         return results
 
     def _score_here(self, item, unknown) -> RewardResult:
@@ -267,7 +287,7 @@ class RewardPool:
                 unknown[env] = str(e)
                 return RewardResult(0.0, False, error=str(e))
             except Exception as e:  # noqa: BLE001
-                return RewardResult(0.0, False, error=_short(e))
+                return failed(e)
         return _run(self._fns[env], item)
 
     def _score_in_workers(self, items, unknown) -> list[RewardResult]:

@@ -3,7 +3,8 @@
 `RayRewardPool` scores like `mimojax.rewards.pool.RewardPool` (same `score(items)`, same
 `RewardResult`s) but runs graders, and the sandboxes they start, as Ray tasks anywhere on a
 cluster. A grader that raises, returns garbage, hangs past `timeout_s` or kills its worker yields
-`valid=False`, never an exception; a hung task is force-cancelled (its worker process killed).
+`valid=False`, never an exception (but an unknown env or a missing extra raises, as in the
+local pool); a hung task is force-cancelled (its worker process killed).
 Ray is imported here only, on first use: `pip install 'mimojax[ray]'`.
 
     with RayRewardPool(address="auto", timeout_s=10.0) as pool:  # joins `ray start --head`
@@ -20,6 +21,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mimojax.extras import install_command, require
 from mimojax.registry import UnknownNameError
 from mimojax.rewards.pool import (
     _STARTUP_TIMEOUT_S,
@@ -27,20 +29,18 @@ from mimojax.rewards.pool import (
     _check_items,
     _run,
     _short,
+    failed,
     get_reward_fn,
+    raise_missing_extra,
 )
 from mimojax.sandbox.bwrap import ALLOW_UNSANDBOXED_ENV
 
-INSTALL_HINT = "pip install 'mimojax[ray]'"
+INSTALL_HINT = install_command("ray")
 
 
 def import_ray():
-    """The `ray` module, or an ImportError that says how to install it."""
-    try:
-        import ray
-    except ImportError as e:
-        raise ImportError(f"reward.backend='ray' needs Ray: {INSTALL_HINT}") from e
-    return ray
+    """The `ray` module, or a MissingExtraError that says how to install it."""
+    return require("ray", "ray", "reward.backend = 'ray'")
 
 
 def _grade_task(item):
@@ -52,7 +52,7 @@ def _grade_task(item):
         yield ("unknown", str(e))
         return
     except BaseException as e:  # noqa: BLE001 - a grader module that fails to import
-        yield ("result", RewardResult(0.0, False, error=_short(e)))
+        yield ("result", failed(e))
         return
     # Worker start and the grader's import took their own time; the call gets a fresh deadline.
     yield ("begin",)
@@ -119,6 +119,7 @@ class RayRewardPool:
         if unknown:
             env, message = next(iter(unknown.items()))
             raise ValueError(f"reward env {env!r}: {message}")
+        raise_missing_extra(results)
         return results
 
     def _score_in_tasks(self, items, unknown) -> list[RewardResult]:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import jsonschema
 
+from mimojax.extras import MissingExtraError
 from mimojax.registry import Registry
 
 TOOL_ENVS = Registry("tool env")
@@ -108,6 +109,8 @@ class ToolEnv:
         try:
             text = str(tool.fn(**arguments))
             error = None
+        except MissingExtraError:  # the world's extra is not installed: the run's problem
+            raise
         except Exception as err:  # a tool bug is the sample's problem, not the run's
             text, error = f"Error: {name} failed: {type(err).__name__}: {err}", "tool_exception"
         if len(text) > self._max_chars:

@@ -251,7 +251,8 @@ def test_config_checks_the_backend(monkeypatch):
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a)
     )
-    with pytest.raises(ConfigError, match=r"reward.backend: 'ray' needs Ray.*mimojax\[ray\]"):
+    want = r"reward.backend: 'ray' needs the \[ray\] extra.*pip install 'mimojax\[ray\]'"
+    with pytest.raises(ConfigError, match=want):
         validate(load_config(tiny, ["reward.backend=ray"]), 1)
 
 

@@ -17,15 +17,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+from mimojax.extras import MissingExtraError, installed, missing_message
 from mimojax.observe.dashboard.data import RunFeed
 from mimojax.observe.dashboard.panels import PANELS
 
 STATIC = Path(__file__).with_name("static")
-PLOTLY_HINT = "the dashboard draws with plotly.js from the plotly package: pip install plotly"
+FEATURE = "mimojax dashboard"
+PLOTLY_HINT = missing_message(FEATURE, "serve")
 
 
 def plotly_js_path() -> Path:
-    """The plotly.min.js bundled in the installed plotly package (FileNotFoundError if none)."""
+    """The plotly.min.js bundled in the installed plotly package: MissingExtraError without
+    plotly (the [serve] extra), FileNotFoundError if the package lacks the file."""
+    if not installed("plotly"):
+        raise MissingExtraError(missing_message(FEATURE, "serve", "plotly"), "serve")
     spec = importlib.util.find_spec("plotly")
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(PLOTLY_HINT)

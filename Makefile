@@ -67,7 +67,7 @@ test-fast: setup
 BENCH_MINUTES ?= 5
 bench: setup
 	$(PIP_E) '.[bench]'
-	$(BIN)/python scripts/bench_report.py --minutes $(BENCH_MINUTES) --readme README.md
+	$(BIN)/python scripts/bench_report.py --minutes $(BENCH_MINUTES) --doc docs/benchmarks.md
 
 lint: setup
 	$(BIN)/ruff check mimojax envs kernels configs tests scripts

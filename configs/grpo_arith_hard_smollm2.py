@@ -14,10 +14,11 @@ update per step (4 prompts, one mini-batch, one epoch) the PPO ratio is exactly 
 ever binds (`actor/pg_clipfrac` 0 every step): it acts only with several mini-batches or PPO
 epochs. KL to the reference costs one more forward pass per step on 2 CPU cores; an entropy
 target (`algorithm.entropy_control`, Skywork-OR1's adaptive bonus) costs nothing and is
-measured in the README, not on by default.
+measured in docs/benchmarks.md, not on by default.
 All-equal groups are masked out of the update (`algorithm.filter_groups`); DAPO's resampling
 (`algorithm.dynamic_sampling.enable=True`, at most 3 generation batches a step) made fewer
-updates in the same wall time and ended lower (README, "Learning where success is rare").
+updates in the same wall time and ended lower (docs/benchmarks.md, "Learning where success is
+rare").
 Not adopted, also measured there: DAPO's soft overlong penalty (`reward.overlong_buffer`, the
 last 16 tokens; it teaches brevity first: seed 0 fell to 0.05 at 5 min) and lr 4e-5 (seed 1 ran
 to the 48-token cap, 0.00 at 5 min); lr stays the default job's 2e-5. Also measured and not
@@ -77,7 +78,8 @@ def get_config(arg=None):
     cfg.algorithm.clip_ratio_high = 0.28  # clip-higher: see the docstring
     cfg.algorithm.entropy_coeff = 0.0
     cfg.algorithm.use_kl_loss = False
-    # Masking all-equal groups beat DAPO's resampling in 15 minutes here (README, ablation):
+    # Masking all-equal groups beat DAPO's resampling in 15 minutes here (docs/benchmarks.md,
+    # ablation):
     # resampling pays up to 3 generation batches a step, so it makes fewer updates.
     cfg.algorithm.filter_groups = True
     cfg.algorithm.dynamic_sampling.enable = False

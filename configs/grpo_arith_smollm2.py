@@ -10,8 +10,8 @@ Launch:   mimojax train --config configs/grpo_arith_smollm2.py --workdir runs/gr
           args: `:seed=N` (sampling, shuffle and init seeds), `:minutes=M` (training budget),
           `:runlocal` (two tiny steps, no evaluation: a smoke run)
 Hardware: 2 CPU cores (the numbers below); any single accelerator runs it faster.
-Expected: see README "Default job" for held-out accuracy before / after and the wall time
-          (measured with `scripts/demo_lift.py --seeds 0 1 2 --minutes 15`).
+Expected: see docs/benchmarks.md "The default job" for held-out accuracy before / after and the
+          wall time (measured with `scripts/demo_lift.py --seeds 0 1 2 --minutes 15`).
 """
 
 from pathlib import Path

@@ -10,7 +10,7 @@ Launch:   mimojax train --config configs/grpo_code_smollm2.py --workdir runs/grp
           evaluation), `:model=NAME` (e.g. tiny-random-llama for a plumbing check)
 Hardware: 2 CPU cores; needs `bwrap` (make setup installs it as root).
 Expected: a working loop, not a lift: SmolLM2-135M rarely emits a well-formed tool call and
-          almost never passes hidden tests (README "Task worlds" has the measured numbers).
+          almost never passes hidden tests (docs/benchmarks.md "Agents" has the measured numbers).
 """
 
 from pathlib import Path

@@ -9,7 +9,7 @@ the grader rebuilds the target, plants a fresh random flag and checks the crash 
 Launch:   mimojax train --config configs/grpo_cyber_smollm2.py --workdir runs/grpo_cyber
           args: `:seed=N`, `:minutes=M`, `:runlocal`, `:model=NAME` (as grpo_code_smollm2.py)
 Hardware: 2 CPU cores; needs `bwrap` and `gcc` (make setup installs bwrap as root).
-Expected: a working loop, not a lift (README "Task worlds" has the measured numbers).
+Expected: a working loop, not a lift (docs/benchmarks.md "Agents" has the measured numbers).
 """
 
 import importlib.util

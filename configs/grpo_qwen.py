@@ -2,9 +2,9 @@
 
 Task: the math world's arithmetic word problems by default (`envs/math`); point
 `data.train_files` / `data.eval_files` at another world's JSONL to change it. Each model size gets
-the choices `mimojax plan` says it needs (see README "Planning and launching"): bfloat16 weights
-and compute, full remat, 256-token log-prob chunks, fsdp over every device (`mesh.fsdp=-1`), and
-LoRA (rank 64, all linears) from 7B up; the 0.5B-4B models train all weights.
+the choices `mimojax plan` says it needs (see docs/usage.md "Planning and launching"): bfloat16
+weights and compute, full remat, 256-token log-prob chunks, fsdp over every device
+(`mesh.fsdp=-1`), and LoRA (rank 64, all linears) from 7B up; the 0.5B-4B models train all weights.
 
 Launch:   scripts/launch/one_gpu.sh | one_node.sh | multi_node.sh (they pass
           `configs/grpo_qwen.py:model=NAME,path=DIR` and any `--config.KEY=VALUE` overrides), or

@@ -2,10 +2,10 @@
 
     python scripts/bench_report.py                       # all benches -> runs/bench/<timestamp>/
     python scripts/bench_report.py --only prefill,generate
-    python scripts/bench_report.py --from runs/bench/X --readme README.md   # re-render only
+    python scripts/bench_report.py --from runs/bench/X --doc docs/benchmarks.md   # re-render only
 
 A bench that crashes or writes no JSON shows as "failed" and the script exits non-zero.
-`--readme` replaces the text between `<!-- bench:begin -->` and `<!-- bench:end -->`.
+`--doc` replaces the text between `<!-- bench:begin -->` and `<!-- bench:end -->`.
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def summarize(out_dir: Path, names: list[str], commands: dict[str, str]) -> dict
     return s
 
 
-def render_readme(text: str, s: dict) -> str:
+def render_doc(text: str, s: dict) -> str:
     la = ", ".join(f"{x:.2f}" for x in s["loadavg"])
     block = "\n".join(
         [
@@ -182,7 +182,7 @@ def render_readme(text: str, s: dict) -> str:
     )
     pat = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
     if not pat.search(text):
-        raise SystemExit(f"no {BEGIN} ... {END} block in the README")
+        raise SystemExit(f"no {BEGIN} ... {END} block in the file")
     return pat.sub(lambda _: block, text)
 
 
@@ -193,7 +193,7 @@ def main(argv=None) -> int:
     p.add_argument("--from", dest="from_dir", help="re-render from existing JSONs; run nothing")
     p.add_argument("--out", help="default runs/bench/<timestamp>")
     p.add_argument("--minutes", type=float, default=5.0)
-    p.add_argument("--readme")
+    p.add_argument("--doc", help="a markdown file whose bench block is rewritten")
     a = p.parse_args(argv)
     all_b = benches(a.minutes)
     names = [n for n in all_b if not a.only or n in a.only.split(",")]
@@ -216,9 +216,9 @@ def main(argv=None) -> int:
     s = summarize(out_dir, names, commands)
     print("\n".join(table(s["rows"], commands)))
     print(f"wrote {out_dir / 'summary.json'}")
-    if a.readme:
-        path = Path(a.readme)
-        path.write_text(render_readme(path.read_text(), s))
+    if a.doc:
+        path = Path(a.doc)
+        path.write_text(render_doc(path.read_text(), s))
     return 1 if any(r["failed"] for r in s["rows"]) else 0
 
 

@@ -24,7 +24,7 @@ as the machine has cores, which is what XLA's CPU backend uses too.
 TRL and torch are benchmark-only dependencies: `pip install -e '.[bench]'` (the `mimojax`
 package never imports them). `--smoke` runs 2 steps per side with 8 evaluation examples, a
 plumbing check whose numbers mean nothing; `--only mimojax|trl` reruns one side and compares
-with the other side's result already in `--out`. Results of full runs go in README
+with the other side's result already in `--out`. Results of full runs go in docs/benchmarks.md
 ("mimojax vs TRL"); record them from an otherwise idle machine.
 """
 

@@ -1,4 +1,4 @@
-"""scripts/bench_report.py: ratios, met/not met, failures and the README block, canned JSONs."""
+"""scripts/bench_report.py: ratios, met/not met, failures and the docs block, canned JSONs."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_from_dir_renders_ratios_failures_and_readme(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("# x\n## Measured\n\n<!-- bench:begin -->\nold\n<!-- bench:end -->\ntail\n")
     rc = br.main(
-        ["--from", str(tmp_path), "--only", "generate,prefill,forward", "--readme", str(readme)]
+        ["--from", str(tmp_path), "--only", "generate,prefill,forward", "--doc", str(readme)]
     )
     assert rc == 1  # forward failed
     s = json.loads((tmp_path / "summary.json").read_text())

@@ -1,4 +1,4 @@
-"""`mimojax train / eval / report / export`: the trainer's commands (registered by cli.py)."""
+"""`mimojax train / eval / report / export`: the trainer's commands (registered by cli/main.py)."""
 
 from __future__ import annotations
 

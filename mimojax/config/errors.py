@@ -1,4 +1,4 @@
-"""`ConfigError`, on its own so that both config.py and config/validate.py import it."""
+"""`ConfigError`, on its own so that both config/loader.py and config/validate.py import it."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 from typing import Any
 
 import jax
@@ -213,6 +214,21 @@ class Checkpointer:
                 break
             except Exception:
                 continue
+        self._remove_tmp_dirs()
+
+    def _remove_tmp_dirs(self) -> None:
+        """Deletes what a failed save left (`<step>.orbax-checkpoint-tmp*`). Orbax's own cleanup
+        of a failed save can lose a race with tensorstore removing its lock file
+        (`manifest.ocdbt.__lock`) and stop half-way, leaving the tmp dir behind."""
+        if jax.process_index() != 0 or not os.path.isdir(self.directory):
+            return
+        for name in os.listdir(self.directory):
+            if ".orbax-checkpoint-tmp" in name:
+                path = os.path.join(self.directory, name)
+                for _ in range(3):  # a file vanishing mid-walk only ends one pass
+                    shutil.rmtree(path, ignore_errors=True)
+                    if not os.path.exists(path):
+                        break
 
     def _save_error(self, step: int | None, e: BaseException) -> CheckpointSaveError:
         reason = str(e) if isinstance(e, OpenFailed) else one_line(e)

@@ -19,6 +19,7 @@ import argparse
 import json
 import random
 from pathlib import Path
+from typing import NamedTuple
 
 DATA_DIR = Path(__file__).with_name("data")
 INSTRUCTION = "Answer with just the final number."
@@ -27,29 +28,38 @@ _NAMES = ("Ana", "Ben", "Chen", "Dara", "Eli", "Fay", "Gus", "Hana", "Ivan", "Jo
 _ITEMS = ("apples", "books", "coins", "shells", "stamps", "marbles", "pens", "cards")
 
 
-def _add_story(rng: random.Random) -> tuple[str, int]:
+class Problem(NamedTuple):
+    """One generated problem; `expression` is the arithmetic a solver would compute (the
+    scripted expert's calculator call, mimojax/envs/math/expert.py)."""
+
+    question: str
+    answer: int
+    expression: str
+
+
+def _add_story(rng: random.Random) -> Problem:
     who, item = rng.choice(_NAMES), rng.choice(_ITEMS)
     a, b = rng.randint(2, 15), rng.randint(2, 9)
     q = f"{who} has {a} {item} and gets {b} more. How many {item} does {who} have now?"
-    return q, a + b
+    return Problem(q, a + b, f"{a} + {b}")
 
 
-def _sub_story(rng: random.Random) -> tuple[str, int]:
+def _sub_story(rng: random.Random) -> Problem:
     who, item = rng.choice(_NAMES), rng.choice(_ITEMS)
     a = rng.randint(5, 20)
     b = rng.randint(1, min(9, a - 1))
     q = f"{who} has {a} {item} and gives away {b}. How many {item} are left?"
-    return q, a - b
+    return Problem(q, a - b, f"{a} - {b}")
 
 
-def _mul_story(rng: random.Random) -> tuple[str, int]:
+def _mul_story(rng: random.Random) -> Problem:
     who, item = rng.choice(_NAMES), rng.choice(_ITEMS)
     a, b = rng.randint(2, 9), rng.randint(2, 9)
     q = f"{who} has {a} boxes with {b} {item} in each box. How many {item} are there in total?"
-    return q, a * b
+    return Problem(q, a * b, f"{a} * {b}")
 
 
-def _two_step(rng: random.Random) -> tuple[str, int]:
+def _two_step(rng: random.Random) -> Problem:
     who, item = rng.choice(_NAMES), rng.choice(_ITEMS)
     a, b = rng.randint(2, 12), rng.randint(2, 9)
     c = rng.randint(1, a + b - 1)
@@ -57,19 +67,19 @@ def _two_step(rng: random.Random) -> tuple[str, int]:
         f"{who} has {a} {item}, buys {b} more, then gives {c} to a friend. "
         f"How many {item} does {who} have?"
     )
-    return q, a + b - c
+    return Problem(q, a + b - c, f"{a} + {b} - {c}")
 
 
-def _add2_story(rng: random.Random) -> tuple[str, int]:
+def _add2_story(rng: random.Random) -> Problem:
     who, item = rng.choice(_NAMES), rng.choice(_ITEMS)
     a, b = rng.randint(15, 89), rng.randint(12, 49)
     if (a % 10) + (b % 10) < 10:  # force a carry: no digit-by-digit shortcut
         b += 10 - (b % 10) + rng.randint(0, 9) if b % 10 else rng.randint(1, 9)
     q = f"{who} has {a} {item} and gets {b} more. How many {item} does {who} have now?"
-    return q, a + b
+    return Problem(q, a + b, f"{a} + {b}")
 
 
-def _sub2_story(rng: random.Random) -> tuple[str, int]:
+def _sub2_story(rng: random.Random) -> Problem:
     who, item = rng.choice(_NAMES), rng.choice(_ITEMS)
     a = rng.randint(31, 99)
     b = rng.randint(12, a - 11)
@@ -77,7 +87,7 @@ def _sub2_story(rng: random.Random) -> tuple[str, int]:
         b = b - (b % 10) + rng.randint(a % 10 + 1, 9)
         b = min(b, a - 1)
     q = f"{who} has {a} {item} and gives away {b}. How many {item} are left?"
-    return q, a - b
+    return Problem(q, a - b, f"{a} - {b}")
 
 
 FAMILIES = {
@@ -106,7 +116,7 @@ def make_rows(n: int, seed: int, families=DEFAULT_FAMILIES) -> list[dict]:
         if len(rows) == n:
             break
         family = families[len(rows) % len(families)]
-        question, answer = FAMILIES[family](rng)
+        question, answer, _ = FAMILIES[family](rng)
         if question in seen:
             continue
         seen.add(question)

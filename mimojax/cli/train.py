@@ -108,6 +108,16 @@ def cmd_train(args) -> int:
     initialize_from_env()  # multi-host (JAX_COORDINATOR_ADDRESS ...): before any device use
     fixed_mmap_threshold()
     cfg, workdir = _load(args)
+    warmup = None
+    if cfg.get("warmup", None) is not None and cfg.warmup.get("expert", ""):
+        from mimojax.cli.warmup import rl_config, run_warmup
+
+        try:
+            warmup = run_warmup(cfg, workdir, log=lambda m: print(m, flush=True))
+        except DataError as e:
+            print(f"mimojax train: {e}", file=sys.stderr)
+            return 1
+        cfg = rl_config(cfg, workdir, warmup)
     if args.no_resume:
         ck = Checkpointer(os.path.join(workdir, "checkpoints"), keep=1, async_save=False)
         latest = ck.latest_step()
@@ -129,9 +139,17 @@ def cmd_train(args) -> int:
         return 0
     rows = read_metrics(workdir)
     evals = [r for r in rows if any(k.startswith("val-core/") for k in r)]
+    if warmup is not None and "held_out_before" in warmup:
+        print(f"held-out before (base model): {_fmt_eval(warmup['held_out_before'])}")
     if evals:
         first, last = evals[0], evals[-1]
-        print(f"held-out before (step {first['step']}): {_fmt_eval(first)}")
+        if warmup is not None:
+            print(
+                f"held-out after warm-up (step {first['step']}, {warmup['warmup_s']:.0f}s "
+                f"warm-up): {_fmt_eval(first)}"
+            )
+        else:
+            print(f"held-out before (step {first['step']}): {_fmt_eval(first)}")
         print(
             f"held-out after  (step {last['step']}, {last.get('perf/wall_s', 0.0):.0f}s "
             f"training): {_fmt_eval(last)}"

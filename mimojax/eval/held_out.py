@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from mimojax.engine.sampling import SamplingParams
-from mimojax.rollout.agent_loop import rollout
+from mimojax.rollout.agent_loop import rollout, tool_use_metrics
 from mimojax.rollout.agents import AgentSettings
 
 # Held-out request ids live far from training ones so eval samples never share keys with them.
@@ -60,6 +60,9 @@ def evaluate(
                 )
                 lengths = [len(t.response_ids) for t in trajs if t.example["env"] == env]
                 metrics[f"val-aux/{env}/response_length/mean"] = sum(lengths) / len(lengths)
+                pairs = [(t, r.score) for t, r in zip(trajs, results) if t.example["env"] == env]
+                tool_use = tool_use_metrics([t for t, _ in pairs], [sc for _, sc in pairs])
+                metrics.update({f"val-aux/{env}/{k}": v for k, v in tool_use.items()})
             else:
                 metrics[f"val-core/{env}/pass@{n}"] = sum(any(c) for c in correct.values()) / len(
                     correct

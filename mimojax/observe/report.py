@@ -76,6 +76,30 @@ def _panel_heldout(ax, run) -> bool:
     return True
 
 
+def _panel_tools(ax, run) -> bool:
+    """Tool agents: how often they call, how often a call runs, and what the correct used."""
+    rows, drawn = run["rows"], False
+    for key, label in (
+        ("agent_loop/tool_call_rate", "called a tool"),
+        ("agent_loop/valid_call_rate", "calls that ran"),
+        ("agent_loop/correct_with_tool", "correct answers using it"),
+    ):
+        steps, values = series(rows, key)
+        if steps:
+            ax.plot(steps, [100 * v for v in values], label=label)
+            drawn = True
+    if not drawn:
+        return False
+    cs, calls = series(rows, "tool_call_counts/mean")
+    if cs:
+        twin = ax.twinx()
+        twin.plot(cs, calls, "k:", lw=1)
+        twin.set_ylabel("calls / trajectory (dotted)", fontsize=8)
+    ax.set(title="tool use (%)", xlabel="step", ylim=(-2, 102))
+    ax.legend(fontsize=7)
+    return True
+
+
 def _panel_length(ax, run) -> bool:
     steps, mean = series(run["rows"], "response_length/mean")
     if not steps:
@@ -146,6 +170,7 @@ def _panel_lag(ax, run) -> bool:
 PANELS = (
     _panel_reward,
     _panel_heldout,
+    _panel_tools,
     _panel_length,
     _panel_kl_entropy,
     _panel_timing,

@@ -209,7 +209,8 @@ def summarize_run(rows: list[dict]) -> dict:
 def phase_names(rows: list[dict]) -> list[str]:
     """The timing_s/* phases of a step logged (not the total, not eval), in step order."""
     found = {k[len("timing_s/") :] for r in rows for k in r if k.startswith("timing_s/")}
-    found -= {"step", "eval"}
+    # tool seconds are spent inside generation (calls overlap other samples' decoding)
+    found -= {"step", "eval", "tools"}
     order = {p: i for i, p in enumerate(PHASE_ORDER)}
     return sorted(found, key=lambda p: (order.get(p, len(order)), p))
 

@@ -87,12 +87,42 @@ async def single_turn(ctx: AgentContext, example: dict, group: int, sample: int)
     return Trajectory.from_completion(c, example, group, sample, ctx.tokenizer)
 
 
-def agent_loop_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
-    """num_turns/*, tool_call_counts/*, agent_loop/* over a step's multi-turn trajectories."""
+def tool_use_metrics(trajs: Sequence[Trajectory], scores: Sequence[float] | None = None) -> dict:
+    """How the agents used their tools: the share of trajectories that called one, the share of
+    calls that ran cleanly, and (with `scores`) the share of correct answers (score >= 1) that
+    called a tool. Keys without a prefix; the caller adds `agent_loop/` or `val-aux/<env>/`."""
+    pairs = [
+        (t, s) for t, s in zip(trajs, scores or [None] * len(trajs)) if t.agent != "single_turn"
+    ]
+    if not pairs:
+        return {}
+    calls = sum(t.stats.get("tool_calls", 0) for t, _ in pairs)
+    errors = sum(t.stats.get("tool_errors", 0) for t, _ in pairs)
+    out = {
+        "tool_call_rate": sum(t.stats.get("tool_calls", 0) > 0 for t, _ in pairs) / len(pairs),
+        "valid_call_rate": (calls - errors) / calls if calls else 0.0,
+    }
+    if scores is not None:
+        correct = [t for t, s in pairs if s is not None and s >= 1.0]
+        out["correct_with_tool"] = (
+            sum(t.stats.get("tool_calls", 0) > 0 for t in correct) / len(correct)
+            if correct
+            else 0.0
+        )
+    return out
+
+
+def agent_loop_metrics(
+    trajs: Sequence[Trajectory], scores: Sequence[float] | None = None
+) -> dict[str, float]:
+    """num_turns/*, tool_call_counts/*, agent_loop/* over a step's multi-turn trajectories;
+    `scores` (one per trajectory) adds agent_loop/correct_with_tool."""
     agents = [t for t in trajs if t.agent != "single_turn"]
     if not agents:
         return {}
-    out: dict[str, float] = {}
+    out: dict[str, float] = {
+        f"agent_loop/{k}": v for k, v in tool_use_metrics(trajs, scores).items()
+    }
 
     def stats(prefix, values):
         values = [float(v) for v in values]
@@ -108,11 +138,13 @@ def agent_loop_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
     per_traj = len(agents)
     for key in ("tool_s", "gen_s", "wall_s"):
         out[f"agent_loop/{key}/mean"] = totals[key] / per_traj
+    out["timing_s/tools"] = totals["tool_s"]  # summed over trajectories; inside gen
     out["agent_loop/wall_s/max"] = max(t.stats.get("wall_s", 0.0) for t in agents)
     calls = max(totals["tool_calls"], 1)
     out["agent_loop/tool_errors"] = float(totals["tool_errors"])
     out["agent_loop/tool_error_rate"] = totals["tool_errors"] / calls
-    for kind in ("parse", "unknown_tool", "bad_arguments", "tool_exception", "limit"):
+    kinds = ("parse", "unknown_tool", "bad_arguments", "tool_exception", "tool_error", "limit")
+    for kind in kinds:
         out[f"agent_loop/tool_errors/{kind}"] = float(totals[f"tool_errors/{kind}"])
     reasons = collections.Counter(t.finish_reason for t in agents)
     for reason, count in reasons.items():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from mimojax.models.tokenizer import encode_chat
+from mimojax.models.tokenizer import encode_chat, stop_token_ids
 
 _PROBE = "\u2063PROBE\u2063"  # text no template rewrites, to find where a model turn ends
 
@@ -71,6 +71,58 @@ class ChatRenderer:
             after_probe = after_probe[len(stop_text) :]  # the model's stop token closed its turn
         text = after_probe + full[len(base) :]
         return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def turn_end_id(self) -> int:
+        """The stop token that closes a model turn (what the engine samples last), e.g.
+        `<|im_end|>`: the template's first token after an assistant message when it is a stop
+        token, else the tokenizer's EOS."""
+        probe = [{"role": "user", "content": "q"}, {"role": "assistant", "content": _PROBE}]
+        base = self._render(probe, add_generation_prompt=False)
+        after = base[base.index(_PROBE) + len(_PROBE) :]
+        ids = list(self.tokenizer.encode(after, add_special_tokens=False)) if after else []
+        if ids and ids[0] in stop_token_ids(self.tokenizer):
+            return int(ids[0])
+        return int(self.tokenizer.eos_token_id)
+
+    def tool_chat_ids(
+        self, messages: Sequence[Mapping], tools: Sequence[dict]
+    ) -> tuple[list[int], list[int]]:
+        """(ids, mask) of a whole tool-agent chat, exactly as the tool agent builds it at RL
+        time: `prompt_ids` of the turns before the first assistant turn; each assistant turn as
+        its text's ids plus the turn's stop token (mask 1, what the model samples); each run of
+        tool turns as `observation_ids` (mask 0). SFT on these ids teaches the tokens RL sees."""
+        msgs = [dict(m) for m in messages]
+        first = next((i for i, m in enumerate(msgs) if m["role"] == "assistant"), None)
+        if first is None:
+            raise ValueError("tool chat: no assistant turn")
+        ids = self.prompt_ids(msgs[:first], tools)
+        mask = [0] * len(ids)
+        end = self.turn_end_id()
+        stop_text = self.tokenizer.decode([end])
+        i = first
+        while i < len(msgs):
+            m = msgs[i]
+            if m["role"] == "assistant":
+                turn = list(self.tokenizer.encode(m["content"], add_special_tokens=False))
+                ids += turn + [end]
+                mask += [1] * (len(turn) + 1)
+                i += 1
+                continue
+            if m["role"] != "tool":
+                raise ValueError(
+                    f"tool chat: message {i} has role {m['role']!r}; after the first assistant "
+                    "turn only assistant and tool turns can follow"
+                )
+            j = i
+            while j < len(msgs) and msgs[j]["role"] == "tool":
+                j += 1
+            if j == len(msgs):
+                raise ValueError("tool chat: ends with a tool turn, not an assistant answer")
+            obs = self.observation_ids([str(t["content"]) for t in msgs[i:j]], stop_text)
+            ids += obs
+            mask += [0] * len(obs)
+            i = j
+        return ids, mask
 
     def _render(self, messages, add_generation_prompt: bool) -> str:
         return self.tokenizer.apply_chat_template(

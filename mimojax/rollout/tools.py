@@ -66,7 +66,9 @@ class ToolOutcome:
     """What one call produced: the observation text, and the error kind if it failed."""
 
     text: str
-    error: str | None = None  # None | "unknown_tool" | "bad_arguments" | "tool_exception"
+    # None | "unknown_tool" | "bad_arguments" | "tool_exception" | "tool_error" (the tool
+    # rejected its input with an "Error: ..." observation, e.g. a bad calculator expression)
+    error: str | None = None
     seconds: float = 0.0
 
 
@@ -108,7 +110,7 @@ class ToolEnv:
             return ToolOutcome(f"Error: bad arguments for {name}: {err.message}", "bad_arguments")
         try:
             text = str(tool.fn(**arguments))
-            error = None
+            error = "tool_error" if text.startswith("Error:") else None
         except MissingExtraError:  # the world's extra is not installed: the run's problem
             raise
         except Exception as err:  # a tool bug is the sample's problem, not the run's

@@ -3,7 +3,10 @@
 MiMo's recipe starts RL from an SFT checkpoint: `mimojax sft` trains on rows of
 {"messages": [{"role", "content"}, ...]} (JSONL) and writes WORKDIR/hf, an HF directory that a
 run config's `model.name_or_path` can point at. Every assistant turn is a target; system, user
-and tool turns are context only.
+and tool turns are context only. A row with an `env` whose world has tools (a tool-use trace,
+e.g. mimojax/envs/math/expert.py's) is rendered exactly as the tool agent renders it at RL time
+(`ChatRenderer.tool_chat_ids`: that world's tool listing, the observation wrapping, the model's
+own stop token), so the warm-up trains on the ids RL will sample and score.
 """
 
 from __future__ import annotations
@@ -26,11 +29,20 @@ from mimojax.models.loader import save_hf
 from mimojax.models.logprobs import token_logprobs
 from mimojax.models.tokenizer import encode_chat
 from mimojax.observe.metrics import MetricsLogger
+from mimojax.registry import UnknownNameError
 from mimojax.rollout.batch import bucket
+from mimojax.rollout.chat import ChatRenderer
+from mimojax.rollout.tools import ToolSettings, make_tool_env
 
 
 def read_chats(path: str) -> list[list[dict]]:
     """The `messages` of every row of a JSONL file; errors name the file and 1-based row."""
+    return [row["messages"] for row in read_chat_rows(path)]
+
+
+def read_chat_rows(path: str) -> list[dict]:
+    """Every row of a chat JSONL file ({"messages", optional "env"}), checked; errors name the
+    file and 1-based row."""
     chats = []
     with open(path) as f:
         for i, line in enumerate(f, 1):
@@ -48,8 +60,41 @@ def read_chats(path: str) -> list[list[dict]]:
                     raise DataError(f"{path} row {i}: each message needs 'role' and 'content'")
             if not any(m["role"] == "assistant" for m in msgs):
                 raise DataError(f"{path} row {i}: no assistant turn to learn from")
-            chats.append(msgs)
+            env = row.get("env")
+            if env is not None and not isinstance(env, str):
+                raise DataError(f"{path} row {i}: 'env' must be a world name (string)")
+            chats.append({"messages": msgs, "env": env, "where": f"{path} row {i}"})
     return chats
+
+
+def tool_schemas(env: str) -> list[dict]:
+    """The tool listing the tool agent gives `env`'s rows ([] for a world without tools)."""
+    if env not in _SCHEMAS:
+        try:
+            tools = make_tool_env({"env": env}, ToolSettings())
+        except UnknownNameError:  # no tools registered for this world: a plain chat
+            _SCHEMAS[env] = []
+        else:
+            _SCHEMAS[env] = tools.schemas()
+            tools.close()
+    return _SCHEMAS[env]
+
+
+_SCHEMAS: dict[str, list[dict]] = {}
+
+
+def tokenize_row(
+    tok, row: dict, renderer: ChatRenderer | None = None
+) -> tuple[list[int], list[int]]:
+    """(ids, loss_mask) of one chat row: a tool world's trace as the tool agent renders it, any
+    other chat with the plain template (`tokenize_chat`)."""
+    schemas = tool_schemas(row["env"]) if row.get("env") else []
+    if not schemas:
+        return tokenize_chat(tok, row["messages"])
+    try:
+        return (renderer or ChatRenderer(tok)).tool_chat_ids(row["messages"], schemas)
+    except ValueError as e:
+        raise DataError(f"{row.get('where', 'chat row')}: {e}") from None
 
 
 def tokenize_chat(tok, messages: list[dict]) -> tuple[list[int], list[int]]:
@@ -99,7 +144,8 @@ def train_chats(model, tok, settings: SftSettings, workdir: str, *, progress: bo
     files = list(settings.train_files)
     if not files:
         raise DataError("data.train_files is empty: give at least one chat .jsonl file")
-    examples = [tokenize_chat(tok, msgs) for f in files for msgs in read_chats(f)]
+    renderer = ChatRenderer(tok)
+    examples = [tokenize_row(tok, row, renderer) for f in files for row in read_chat_rows(f)]
     limit = int(settings.max_len)
     kept = [e for e in examples if len(e[0]) <= limit]
     if not kept:

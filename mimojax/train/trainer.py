@@ -136,7 +136,7 @@ class Trainer:
                 ))  # fmt: skip
         values = passes.get("values_BxT")
         metrics.update(rollout_batch_metrics(rb, trajs, mask, adv, returns, values, version))
-        metrics.update(agent_loop_metrics(trajs))
+        metrics.update(agent_loop_metrics(trajs, rb.scores_B.tolist()))
         metrics.update({**summarize(results), **timer.pop()})
         metrics.update(sampled.metrics)  # dynamic / difficulty-aware sampling's, when on
         metrics.update(queue)  # async/*, queue/* (off-policy modes)

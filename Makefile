@@ -12,7 +12,7 @@ CORE_STAMP := $(VENV)/.installed-core-$(HASH)
 STAMP := $(VENV)/.installed-all-$(HASH)
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 
-.PHONY: setup setup-core demo test test-fast bench lint clean
+.PHONY: setup setup-core demo demo-agent test test-fast bench lint clean
 
 $(CORE_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -56,6 +56,15 @@ DEMO_WORKDIR ?= runs/demo-$(shell date +%Y%m%d-%H%M%S)
 demo: setup-core
 	$(BIN)/mimojax train --config configs/grpo_arith_smollm2.py:minutes=$(DEMO_MINUTES) \
 		--workdir $(DEMO_WORKDIR)
+
+# The tool agent: a calculator warm-up (scripted-expert traces, SFT), then GRPO with the tool
+# agent on the hard arithmetic split, DEMO_AGENT_MINUTES for both; prints held-out before /
+# after the warm-up / after, and writes WORKDIR/report.html with the tool-use panel.
+DEMO_AGENT_MINUTES ?= 15
+DEMO_AGENT_WORKDIR ?= runs/demo-agent-$(shell date +%Y%m%d-%H%M%S)
+demo-agent: setup-core
+	$(BIN)/mimojax train --config configs/agent_arith_tools_smollm2.py:minutes=$(DEMO_AGENT_MINUTES) \
+		--workdir $(DEMO_AGENT_WORKDIR)
 
 test: setup
 	$(BIN)/python -m pytest -q -n 2 --durations=15

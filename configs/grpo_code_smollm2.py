@@ -7,13 +7,17 @@ pass on solution.py (or the last ```python block), run in the sandbox.
 
 Launch:   mimojax train --config configs/grpo_code_smollm2.py --workdir runs/grpo_code
           args: `:seed=N`, `:minutes=M` (training budget), `:runlocal` (two tiny steps, no
-          evaluation), `:model=NAME` (e.g. tiny-random-llama for a plumbing check)
+          evaluation), `:model=NAME` (e.g. tiny-random-llama for a plumbing check),
+          `:warmup` (first SFT on scripted-expert traces from the reference solutions,
+          envs/code/expert.py, in WORKDIR/warmup; RL then starts from WORKDIR/warmup/hf)
 Hardware: 2 CPU cores; needs `bwrap` (make setup installs it as root).
 Expected: a working loop, not a lift: SmolLM2-135M rarely emits a well-formed tool call and
           almost never passes hidden tests (docs/benchmarks.md "Agents" has the measured numbers).
 """
 
 from pathlib import Path
+
+from ml_collections import ConfigDict
 
 from mimojax.config.loader import load_config, parse_config_args
 from mimojax.envs.code.tasks import DATA_DIR
@@ -23,6 +27,7 @@ ARGS = {
     "minutes": 15.0,  # training wall-time budget (evaluation excluded)
     "runlocal": False,  # two small steps, no evaluation or checkpoints: a smoke run
     "model": "smollm2-135m-instruct",
+    "warmup": False,  # first a tool-use warm-up on the reference solutions (envs/code/expert.py)
 }
 
 
@@ -30,8 +35,18 @@ def get_config(arg=None):
     """Return the code-world config; args: seed=N, minutes=M, runlocal, model=NAME."""
     args = parse_config_args(arg, ARGS)
     cfg = load_config(str(Path(__file__).with_name("base.py")))
-    return agentic_world(cfg, args, DATA_DIR / "code_train.jsonl", DATA_DIR / "code_test.jsonl",
-                         "runs/grpo_code_smollm2")  # fmt: skip
+    cfg = agentic_world(cfg, args, DATA_DIR / "code_train.jsonl", DATA_DIR / "code_test.jsonl",
+                        "runs/grpo_code_smollm2")  # fmt: skip
+    if args["warmup"]:  # write_file(reference) -> run_tests -> answer, from the training tasks
+        with cfg.unlocked():
+            cfg.warmup = ConfigDict(
+                {"expert": "code", "num_chats": 48, "steps": 24, "batch_size": 4, "lr": 2e-5,
+                 "seed": int(args["seed"]), "eval_base": True}
+            )  # fmt: skip
+        if args["runlocal"]:
+            cfg.warmup.num_chats, cfg.warmup.steps, cfg.warmup.batch_size = 2, 1, 1
+            cfg.warmup.eval_base = False
+    return cfg
 
 
 def agentic_world(cfg, args, train_file, eval_file, workdir):

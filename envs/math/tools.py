@@ -38,12 +38,24 @@ _BINARY = {
 
 def _checked(value: Fraction) -> Fraction:
     for part in (value.numerator, value.denominator):
-        # bit_length bounds the digit count without converting a huge int to text
-        if abs(part).bit_length() > MAX_RESULT_DIGITS * 3.33 or len(str(abs(part))) > (
+        # 4 bits a digit is more than log2(10): a cheap first bound before converting to text
+        if abs(part).bit_length() > 4 * MAX_RESULT_DIGITS or len(str(abs(part))) > (
             MAX_RESULT_DIGITS
         ):
             raise CalcError(f"result too large (more than {MAX_RESULT_DIGITS} digits)")
     return value
+
+
+def _decimal(literal: str) -> Fraction:
+    """A decimal literal's exact value, from its source text (`0.1` is 1/10, not a float's)."""
+    mantissa, _, exponent = literal.lower().replace("_", "").partition("e")
+    # beyond this exponent a nonzero mantissa (at most MAX_EXPRESSION_CHARS digits) leaves more
+    # than MAX_RESULT_DIGITS digits: refuse before Fraction builds 10**exponent
+    if exponent and abs(int(exponent)) > MAX_EXPRESSION_CHARS + MAX_RESULT_DIGITS:
+        if mantissa.strip("0.") == "":
+            return Fraction(0)
+        raise CalcError(f"result too large (more than {MAX_RESULT_DIGITS} digits)")
+    return Fraction(literal)
 
 
 def _power(base: Fraction, exponent: Fraction) -> Fraction:
@@ -60,20 +72,20 @@ def _power(base: Fraction, exponent: Fraction) -> Fraction:
     return base ** int(exponent)
 
 
-def _walk(node: ast.AST) -> Fraction:
+def _walk(node: ast.AST, source: str) -> Fraction:
     if isinstance(node, ast.Expression):
-        return _walk(node.body)
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return _checked(
-            Fraction(str(node.value)) if isinstance(node.value, float) else Fraction(node.value)
-        )
+        return _walk(node.body, source)
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return _checked(Fraction(node.value))
+    if isinstance(node, ast.Constant) and type(node.value) is float:
+        return _checked(_decimal(ast.get_source_segment(source, node) or repr(node.value)))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.UAdd | ast.USub):
-        value = _walk(node.operand)
+        value = _walk(node.operand, source)
         return -value if isinstance(node.op, ast.USub) else value
     if isinstance(node, ast.BinOp):
         if isinstance(node.op, ast.BitXor):
             raise CalcError("'^' is not a power here: use ** for powers")
-        left, right = _walk(node.left), _walk(node.right)
+        left, right = _walk(node.left, source), _walk(node.right, source)
         if isinstance(node.op, ast.Pow):
             return _checked(_power(left, right))
         fn = _BINARY.get(type(node.op))
@@ -123,10 +135,10 @@ def evaluate(expression: str) -> str:
             tree = ast.parse(text, mode="eval")
         except (SyntaxError, ValueError):
             raise CalcError(f"invalid syntax in {text!r}") from None
-        return _format(_walk(tree))
+        return _format(_walk(tree, text))
     except CalcError as e:
         return f"Error: {e}"
-    except (ArithmeticError, RecursionError, MemoryError, ValueError) as e:
+    except Exception as e:  # RecursionError, MemoryError, ...: still an observation
         return f"Error: cannot evaluate ({type(e).__name__})"
 
 
@@ -137,12 +149,12 @@ def is_error(text: str) -> bool:
 
 CALCULATOR = Tool(
     "calculator",
-    "Evaluate an arithmetic expression: numbers, + - * / // % ** and parentheses.",
+    "Evaluate arithmetic: numbers, + - * / // % ** ( ).",
+    # listed in every prompt: no more schema than the call needs (~100 tokens with the rest)
     {
         "type": "object",
         "properties": {"expression": {"type": "string"}},
         "required": ["expression"],
-        "additionalProperties": False,
     },
     lambda expression: evaluate(expression),
 )

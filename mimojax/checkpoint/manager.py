@@ -19,6 +19,7 @@ import errno
 import json
 import os
 import shutil
+import threading
 from typing import Any
 
 import jax
@@ -111,6 +112,20 @@ def _with_default_sharding(abstract: Any) -> Any:
         return x
 
     return jax.tree.map(leaf, abstract)
+
+
+def _join_orbax_threads(timeout_s: float = 120.0) -> None:
+    """Waits for the commit threads a failed save still runs. Orbax's background save stops at
+    its first failed commit future, while the others (meta, metadata, ...) keep going: one that
+    is still running mkdirs `<step>.orbax-checkpoint-tmp/...` again after we delete it."""
+    me = threading.current_thread()
+    for t in threading.enumerate():
+        orbax_thread = type(t).__module__.startswith("orbax.") or t.name == "async_save"
+        if t is not me and orbax_thread and t.is_alive():
+            try:
+                t.join(timeout_s)
+            except Exception:  # orbax's commit threads re-raise their own error from join()
+                pass
 
 
 class Checkpointer:
@@ -214,6 +229,7 @@ class Checkpointer:
                 break
             except Exception:
                 continue
+        _join_orbax_threads()
         self._remove_tmp_dirs()
 
     def _remove_tmp_dirs(self) -> None:

@@ -46,6 +46,13 @@ def register(sub) -> None:
         "fine-tune on them",
     )
     sft.add_argument(
+        "--from-expert",
+        action="store_true",
+        help="the tool-use warm-up alone: the config's warmup.expert writes scripted traces "
+        "(WORKDIR/warmup/expert_data.jsonl), SFT on them writes WORKDIR/warmup/hf "
+        "(`mimojax train` on the same config runs it first by itself)",
+    )
+    sft.add_argument(
         "--then-train",
         action="store_true",
         help="with --from-rollouts: then run `mimojax train` from WORKDIR/hf in WORKDIR/rl "
@@ -180,6 +187,18 @@ def cmd_sft(args) -> int:
         print("mimojax sft: --then-train needs --from-rollouts", file=sys.stderr)
         return 2
     cfg, workdir = _load(args)
+    if args.from_expert:
+        from mimojax.cli.warmup import run_warmup, warmup_settings
+
+        try:
+            if not warmup_settings(cfg).enabled:
+                raise DataError("--from-expert needs warmup.expert (e.g. 'math') in the config")
+            record = run_warmup(cfg, workdir, log=lambda m: print(m, flush=True))
+        except (DataError, ConfigError) as e:
+            print(f"mimojax sft: {e}", file=sys.stderr)
+            return 1
+        print(f"model: {os.path.join(workdir, 'warmup', 'hf')} ({record['traces']} traces)")
+        return 0
     hf = os.path.join(workdir, "hf")
     if args.then_train and os.path.exists(os.path.join(hf, "config.json")):
         print(f"mimojax sft: {hf} exists: warm-up done, going on with RL", flush=True)

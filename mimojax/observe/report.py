@@ -69,7 +69,12 @@ def _panel_heldout(ax, run) -> bool:
             *zip(*xy), style, color=color, alpha=1 if kind == "greedy" else 0.6, label=tag + kind
         )
         if kind == "greedy":
-            ax.axhline(xy[0][1], ls="--", color=color, lw=1, label=f"{tag}base")
+            before = (run.get("warmup") or {}).get("held_out_before") or {}
+            base = before.get(f"val-core/{env}/acc/greedy")
+            start = "after warm-up" if base is not None else "base"
+            ax.axhline(xy[0][1], ls="--", color=color, lw=1, label=f"{tag}{start}")
+            if base is not None:  # the model before the tool-use warm-up
+                ax.axhline(100 * base, ls=":", color=color, lw=1, label=f"{tag}base model")
     xlabel = "training wall time (min)" if timed else "step"
     ax.set(title="held-out accuracy (%)", xlabel=xlabel)
     ax.legend(fontsize=7)
@@ -239,6 +244,18 @@ def _fmt_tokens(n: float) -> str:
 def _headline_rows(s: dict) -> list[tuple[str, str]]:
     """(label, value) lines of the headline table, only for numbers the run has."""
     rows = []
+    warm = s.get("warmup")
+    if warm:  # a tool-use warm-up ran first (WORKDIR/warmup/done.json): RL's step 0 is after it
+        before = {
+            k.split("/")[1]: v
+            for k, v in (warm.get("held_out_before") or {}).items()
+            if k.startswith("val-core/") and k.endswith("/acc/greedy")
+        }
+        if before:
+            accs = ", ".join(f"{env} {100 * v:.1f}%" for env, v in sorted(before.items()))
+            rows.append(("held-out accuracy of the base model (before the warm-up)", accs))
+        what = f"{warm.get('traces', '?')} expert traces, {warm.get('warmup_s', 0.0):.0f} s"
+        rows.append(("tool-use warm-up", what))
     if "lift_points" in s:
         rows.append(("points gained (held-out greedy)", f"{s['lift_points']:+.1f}"))
         acc = f"{100 * s['base_acc']:.1f}% (step {s['base_step']}) → {100 * s['final_acc']:.1f}%"
@@ -399,7 +416,12 @@ def write_report(workdir: str, out_dir: str | None = None, target: float | None 
     rows = read_run_rows(workdir)
     info = read_run_info(os.path.join(workdir, "run_info.json"))
     summary = summarize_run(rows)
-    grid, panels = _render({"rows": rows, "evals": eval_points(rows)})
+    done = os.path.join(workdir, "warmup", "done.json")
+    if os.path.exists(done):
+        with open(done) as f:
+            summary["warmup"] = json.load(f)
+    run = {"rows": rows, "evals": eval_points(rows), "warmup": summary.get("warmup")}
+    grid, panels = _render(run)
     out_dir = workdir if out_dir is None else out_dir
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "report.png"), "wb") as f:

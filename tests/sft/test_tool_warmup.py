@@ -159,5 +159,42 @@ def test_bad_warmup_settings_name_the_key(group, key):
 
 
 def test_a_world_without_an_expert_names_the_key(tmp_path):
-    with pytest.raises(DataError, match=r"warmup.expert='general'.*\['math'\]"):
+    with pytest.raises(DataError, match=r"warmup.expert='general'.*\['code', 'math'\]"):
         write_expert_rows(WarmupSettings(expert="general"), str(tmp_path / "x.jsonl"))
+
+
+def _bwrap_ok() -> bool:
+    from mimojax.sandbox import bwrap
+
+    return bwrap.available()
+
+
+@pytest.mark.skipif(not _bwrap_ok(), reason="the code world's tools need bubblewrap")
+def test_code_expert_traces_come_from_reference_solutions_run_in_the_sandbox():
+    from mimojax.envs.code.expert import expert_chats as code_chats
+    from mimojax.envs.code.tasks_data import TASKS, TEST_IDS
+
+    refs = {t.reference: t for t in TASKS}
+    rows = code_chats(12, seed=0, error_share=0.5)
+    recovered = 0
+    for row in rows:
+        msgs = row["messages"]
+        calls = [parse_tool_calls(m["content"]) for m in msgs if m["role"] == "assistant"]
+        written = [c[0].arguments["content"] for c in calls if c and c[0].name == "write_file"]
+        task = refs[written[-1]]  # the last file written is a reference solution
+        assert task.task_id not in TEST_IDS
+        reports = [
+            m["content"] for m in msgs if m["role"] == "tool" and "visible tests" in m["content"]
+        ]
+        assert reports[-1].startswith(
+            f"{len(task.visible)}/{len(task.visible)} visible tests passed"
+        )
+        if len(written) == 2:  # a wrong first attempt, caught by the visible tests
+            assert written[0] == task.wrong and "FAIL" in reports[0]
+            recovered += 1
+        assert not calls[-1]  # the last turn answers
+    assert recovered >= 1
+    # Rendered for the warm-up as the tool agent renders code rows (its three tools listed).
+    tok = qwen_tokenizer("qwen2")
+    ids, mask = tokenize_row(tok, rows[0])
+    assert sum(mask) > 0 and '"name": "run_tests"' in tok.decode(ids)

@@ -40,9 +40,8 @@ class Killed(BaseException):
     """Stands in for SIGKILL: nothing after the raise runs, no handler cleans up."""
 
 
-@pytest.mark.parametrize("kill_at", ["mid_sft", "before_done"])
 def test_one_command_warms_up_then_trains_and_a_killed_warmup_is_redone_bitwise(
-    tmp_path, monkeypatch, capsys, kill_at
+    tmp_path, monkeypatch, capsys
 ):
     ref = tmp_path / "ref"
     learn = "algorithm.filter_groups=False"  # all-wrong groups still update (a real update)
@@ -54,6 +53,7 @@ def test_one_command_warms_up_then_trains_and_a_killed_warmup_is_redone_bitwise(
     assert sum(1 for _ in open(wdir / "expert_data.jsonl")) == 8
     assert (wdir / "hf" / "config.json").exists()
     assert "warm-up: 8 math expert traces" in out
+    assert "tool-use warm-up" in (ref / "report.html").read_text()  # the headline names it
     rows = read_metrics(str(ref))
     steps = [r for r in rows if "critic/score/mean" in r]
     assert len(steps) == 2
@@ -68,8 +68,8 @@ def test_one_command_warms_up_then_trains_and_a_killed_warmup_is_redone_bitwise(
     if info:  # the RL phase started from the warm-up's model
         assert str(wdir / "hf") in json.dumps(info)
 
-    # The same run, killed during its warm-up, then rerun: the same model, the same RL.
-    run = tmp_path / "killed"
+    # The same run, killed during its warm-up (mid-SFT, or after SFT but before the marker),
+    # then rerun: the same traces, the same model bit for bit, the same RL.
     real_train, real_done = cli_warmup.train_chats, cli_warmup.write_done
 
     def killed_train(model, tok, settings, workdir, **kw):
@@ -81,21 +81,21 @@ def test_one_command_warms_up_then_trains_and_a_killed_warmup_is_redone_bitwise(
     def killed_done(*a, **kw):
         raise Killed
 
-    if kill_at == "mid_sft":
-        monkeypatch.setattr(cli_warmup, "train_chats", killed_train)
-    else:
-        monkeypatch.setattr(cli_warmup, "write_done", killed_done)
-    with pytest.raises(Killed):
-        cli_train.cmd_train(_args(run, learn))
-    assert not (run / "warmup" / "done.json").exists()
-    monkeypatch.setattr(cli_warmup, "train_chats", real_train)
-    monkeypatch.setattr(cli_warmup, "write_done", real_done)
-    assert cli_train.cmd_train(_args(run, learn)) == 0
-    assert _digest(run / "warmup" / "hf") == _digest(wdir / "hf")
-    assert (run / "warmup" / "expert_data.jsonl").read_bytes() == (
-        wdir / "expert_data.jsonl"
-    ).read_bytes()
-    assert _learning_rows(run) == _learning_rows(ref)
+    for kill_at, patch in (("mid_sft", ("train_chats", killed_train)),
+                           ("before_done", ("write_done", killed_done))):  # fmt: skip
+        run = tmp_path / kill_at
+        monkeypatch.setattr(cli_warmup, *patch)
+        with pytest.raises(Killed):
+            cli_train.cmd_train(_args(run, learn))
+        assert not (run / "warmup" / "done.json").exists()
+        monkeypatch.setattr(cli_warmup, "train_chats", real_train)
+        monkeypatch.setattr(cli_warmup, "write_done", real_done)
+        assert cli_train.cmd_train(_args(run, learn)) == 0
+        assert _digest(run / "warmup" / "hf") == _digest(wdir / "hf"), kill_at
+        assert (run / "warmup" / "expert_data.jsonl").read_bytes() == (
+            wdir / "expert_data.jsonl"
+        ).read_bytes()
+        assert _learning_rows(run) == _learning_rows(ref), kill_at
     assert all("actor/pg_loss" in r for r in _learning_rows(ref))
 
 
@@ -119,3 +119,20 @@ def test_a_finished_warmup_is_kept(tmp_path, capsys, monkeypatch):
 def test_bad_warmup_config_is_one_clear_error(tmp_path, capsys):
     assert cli_train.cmd_train(_args(tmp_path / "r", "warmup.expert=cyber")) == 1
     assert "warmup.expert='cyber'" in capsys.readouterr().err
+
+
+def test_sft_from_expert_runs_the_warmup_alone(tmp_path, capsys):
+    def sft(config, workdir):
+        return cli_train.cmd_sft(
+            argparse.Namespace(
+                config=config, overrides=[], workdir=str(workdir), from_rollouts=False,
+                then_train=False, from_expert=True,
+            )
+        )  # fmt: skip
+
+    assert sft(CONFIG, tmp_path / "w") == 0
+    assert (tmp_path / "w" / "warmup" / "hf" / "config.json").exists()
+    assert not (tmp_path / "w" / "metrics.jsonl").exists()  # no RL ran
+    assert "(8 traces)" in capsys.readouterr().out
+    assert sft("configs/grpo_tiny.py", tmp_path / "x") == 1
+    assert "--from-expert needs warmup.expert" in capsys.readouterr().err

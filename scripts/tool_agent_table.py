@@ -11,24 +11,22 @@ it). Prints a Markdown table (docs/benchmarks.md, "A tool agent on the hard spli
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from mimojax.observe.metrics import read_metrics  # noqa: E402
+from mimojax.observe.summary import WARMUP_RECORD, read_warmup_record  # noqa: E402
 
 ACC = "val-core/math/acc/greedy"
 
 
 def run_row(name: str, workdir: str) -> dict:
     """One run's numbers; a run without a finished warm-up or evaluation raises ValueError."""
-    done_path = os.path.join(workdir, "warmup", "done.json")
-    if not os.path.exists(done_path):
-        raise ValueError(f"{workdir}: no finished warm-up ({done_path} is missing)")
-    with open(done_path) as f:
-        done = json.load(f)
+    done = read_warmup_record(workdir)
+    if done is None:
+        raise ValueError(f"{workdir}: no finished warm-up ({WARMUP_RECORD} is missing)")
     evals = [r for r in read_metrics(workdir) if ACC in r]
     if not evals or "held_out_before" not in done:
         raise ValueError(f"{workdir}: needs the base evaluation and RL's held-out evaluations")

@@ -10,7 +10,9 @@ import json
 import logging
 import os
 import re
+import shutil
 import sys
+import threading
 
 log = logging.getLogger("mimojax.checkpoint.manager")
 
@@ -103,3 +105,37 @@ def check_step_files(directory: str, step: int) -> None:
         raise Unreadable(f"{STEP_METADATA}: {one_line(e)}") from e
     if not isinstance(record, dict):
         raise Unreadable(f"{STEP_METADATA}: not a JSON object")
+
+
+# ---- what a failed save leaves behind ----
+
+
+def _join_orbax_threads(timeout_s: float = 120.0) -> None:
+    """Waits for the commit threads a failed save still runs. Orbax's background save stops at
+    its first failed commit future, while the others (meta, metadata, ...) keep going: one that
+    is still running mkdirs `<step>.orbax-checkpoint-tmp/...` again after we delete it."""
+    me = threading.current_thread()
+    for t in threading.enumerate():
+        orbax_thread = type(t).__module__.startswith("orbax.") or t.name == "async_save"
+        if t is not me and orbax_thread and t.is_alive():
+            try:
+                t.join(timeout_s)
+            except Exception:  # orbax's commit threads re-raise their own error from join()
+                pass
+
+
+def remove_failed_save(directory: str, *, primary: bool = True) -> None:
+    """Deletes what a failed save left (`<step>.orbax-checkpoint-tmp*`) once its threads end
+    (every process waits for its own; only the `primary` one deletes). Orbax's own cleanup of a
+    failed save can lose a race with tensorstore removing its lock file (`manifest.ocdbt.__lock`)
+    and stop half-way, leaving the tmp dir behind."""
+    _join_orbax_threads()
+    if not primary or not os.path.isdir(directory):
+        return
+    for name in os.listdir(directory):
+        if ".orbax-checkpoint-tmp" in name:
+            path = os.path.join(directory, name)
+            for _ in range(3):  # a file vanishing mid-walk only ends one pass
+                shutil.rmtree(path, ignore_errors=True)
+                if not os.path.exists(path):
+                    break

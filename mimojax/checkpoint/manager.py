@@ -18,8 +18,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
-import threading
 from typing import Any
 
 import jax
@@ -37,20 +35,10 @@ from mimojax.checkpoint.faults import (  # noqa: F401
     Unreadable,
     check_step_files,
     one_line,
+    remove_failed_save,
     warn,
 )
 
-FINGERPRINT_FIELDS = (
-    "model_type",
-    "vocab_size",
-    "hidden_size",
-    "num_layers",
-    "num_heads",
-    "num_kv_heads",
-    "head_dim",
-    "intermediate_size",
-    "tie_word_embeddings",
-)
 _MAX_LISTED = 8  # leaf differences named in one error; the rest are counted
 
 
@@ -112,20 +100,6 @@ def _with_default_sharding(abstract: Any) -> Any:
         return x
 
     return jax.tree.map(leaf, abstract)
-
-
-def _join_orbax_threads(timeout_s: float = 120.0) -> None:
-    """Waits for the commit threads a failed save still runs. Orbax's background save stops at
-    its first failed commit future, while the others (meta, metadata, ...) keep going: one that
-    is still running mkdirs `<step>.orbax-checkpoint-tmp/...` again after we delete it."""
-    me = threading.current_thread()
-    for t in threading.enumerate():
-        orbax_thread = type(t).__module__.startswith("orbax.") or t.name == "async_save"
-        if t is not me and orbax_thread and t.is_alive():
-            try:
-                t.join(timeout_s)
-            except Exception:  # orbax's commit threads re-raise their own error from join()
-                pass
 
 
 class Checkpointer:
@@ -229,22 +203,7 @@ class Checkpointer:
                 break
             except Exception:
                 continue
-        _join_orbax_threads()
-        self._remove_tmp_dirs()
-
-    def _remove_tmp_dirs(self) -> None:
-        """Deletes what a failed save left (`<step>.orbax-checkpoint-tmp*`). Orbax's own cleanup
-        of a failed save can lose a race with tensorstore removing its lock file
-        (`manifest.ocdbt.__lock`) and stop half-way, leaving the tmp dir behind."""
-        if jax.process_index() != 0 or not os.path.isdir(self.directory):
-            return
-        for name in os.listdir(self.directory):
-            if ".orbax-checkpoint-tmp" in name:
-                path = os.path.join(self.directory, name)
-                for _ in range(3):  # a file vanishing mid-walk only ends one pass
-                    shutil.rmtree(path, ignore_errors=True)
-                    if not os.path.exists(path):
-                        break
+        remove_failed_save(self.directory, primary=jax.process_index() == 0)
 
     def _save_error(self, step: int | None, e: BaseException) -> CheckpointSaveError:
         reason = str(e) if isinstance(e, OpenFailed) else one_line(e)
@@ -462,23 +421,3 @@ class Checkpointer:
             raise CheckpointUnreadableError(
                 f"{self.directory} step {step}: checkpoint is unreadable: {e}"
             ) from e
-
-
-def model_fingerprint(model_config) -> dict:
-    """The ModelConfig fields that identify which model a checkpoint's params belong to."""
-    return {name: getattr(model_config, name) for name in FINGERPRINT_FIELDS}
-
-
-def check_fingerprint(saved: dict, current: dict, workdir: str) -> None:
-    """Raises CheckpointError listing every field where the checkpoint's model differs."""
-    diffs = [
-        f"{k} {saved.get(k, 'missing')} vs {current.get(k, 'missing')}"
-        for k in sorted(saved.keys() | current.keys())
-        if saved.get(k) != current.get(k)
-    ]
-    if diffs:
-        raise CheckpointError(
-            f"workdir {workdir} holds a checkpoint of a different model (checkpoint vs config): "
-            + ", ".join(diffs)
-            + "; use a fresh workdir or the matching model config"
-        )

@@ -233,6 +233,29 @@ def _phase_split(train: list[dict], out: dict) -> None:
             out["phase_s"]["other"] = rest * out["step_s"]
 
 
+# The tool-use warm-up's record (mimojax/sft/warmup.py writes it once the warm-up has finished).
+WARMUP_RECORD = os.path.join("warmup", "done.json")
+
+
+def read_warmup_record(workdir: str) -> dict | None:
+    """WORKDIR/warmup/done.json, or None when no warm-up finished in this run."""
+    path = os.path.join(workdir, WARMUP_RECORD)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def base_model_accs(warmup: dict | None) -> dict[str, float]:
+    """{env: held-out greedy accuracy of the model before the warm-up} from its record."""
+    before = (warmup or {}).get("held_out_before") or {}
+    return {
+        k.split("/")[1]: v
+        for k, v in before.items()
+        if k.startswith("val-core/") and k.endswith("/acc/greedy")
+    }
+
+
 def read_run_info(path: str) -> dict | None:
     """The run_info.json next to the metrics, or None when the run wrote none."""
     if not os.path.isfile(path):

@@ -32,7 +32,8 @@ from ml_collections import ConfigDict
 from mimojax import sharding as sh
 from mimojax.algos.optimizer import TrainState, init_state, make_optimizer, make_schedule
 from mimojax.algos.registry import ADVANTAGE_ESTIMATORS
-from mimojax.checkpoint.manager import Checkpointer, check_fingerprint, model_fingerprint
+from mimojax.checkpoint.fingerprint import check_fingerprint, model_fingerprint
+from mimojax.checkpoint.manager import Checkpointer
 from mimojax.config.loader import ConfigError, sharding_overrides, validate
 from mimojax.data.prompts import PromptDataset
 from mimojax.distributed import initialize_from_env, is_main_process

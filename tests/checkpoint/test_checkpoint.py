@@ -16,14 +16,8 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from mimojax.algos.optimizer import init_state
-from mimojax.checkpoint.manager import (
-    Checkpointer,
-    CheckpointError,
-    abstract_like,
-    check_fingerprint,
-    model_fingerprint,
-    to_pure,
-)
+from mimojax.checkpoint.fingerprint import check_fingerprint, model_fingerprint
+from mimojax.checkpoint.manager import Checkpointer, CheckpointError, abstract_like, to_pure
 from mimojax.models.registry import TINY_MODELS
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
